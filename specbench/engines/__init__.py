@@ -1,0 +1,1 @@
+"""Servers that specbench launches (real SGLang, the simulator) or attaches to."""

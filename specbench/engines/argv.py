@@ -1,0 +1,85 @@
+"""The one argv builder: SGLang 0.5.23 flags for each mode (baseline | eagle3 | dynamic).
+
+The same list launches real SGLang and the simulator, so what the simulator is tested with is
+exactly what a GPU run would get. Spelling facts (shared/reference/sglang-0.5.23.md):
+- `--max-running-requests` is always explicit and equal across modes; SGLang silently sets 48
+  for speculative servers otherwise.
+- `--speculative-num-draft-tokens` is K+1 with topk 1 (SGLang forces it anyway).
+- never `--cuda-graph-max-bs` (ambiguous prefix, exit 2); only `--cuda-graph-bs-decode`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from specbench.config import ServerConfig
+
+
+def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
+    """SGLang's adaptive JSON: K steps below batch size T, no drafting from T on.
+
+    Single-candidate slots never move (the EMA policy has nothing to choose), so the switch is
+    a pure batch-size threshold. With T == 1 every batch runs zero steps.
+    """
+    if threshold <= 1:
+        return {"1": {"candidate_steps": [0]}}
+    return {"1": {"candidate_steps": [num_steps]}, str(threshold): {"candidate_steps": [0]}}
+
+
+def write_adaptive_config(path: Path, num_steps: int, threshold: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(adaptive_config(num_steps, threshold), indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def build_argv(
+    mode: str,
+    server: ServerConfig,
+    *,
+    port: int,
+    max_running_requests: int,
+    adaptive_config_path: Path | None = None,
+) -> list[str]:
+    """SGLang flags (without the program) for one mode."""
+    argv = [
+        "--model-path", server.model_path,
+        "--host", server.host,
+        "--port", str(port),
+        "--max-running-requests", str(max_running_requests),
+        "--enable-metrics",
+    ]
+    if server.tp_size != 1:
+        argv += ["--tp-size", str(server.tp_size)]
+    if server.cuda_graph_bs_decode:
+        argv += ["--cuda-graph-bs-decode", *(str(b) for b in server.cuda_graph_bs_decode)]
+    if mode in ("eagle3", "dynamic"):
+        if not server.draft_model_path:
+            raise ValueError(f"mode {mode} needs a draft model path")
+        k = server.speculative_num_steps
+        argv += [
+            "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", server.draft_model_path,
+            "--speculative-num-steps", str(k),
+            "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", str(k + 1),
+        ]
+    if mode == "dynamic":
+        if adaptive_config_path is None:
+            raise ValueError("dynamic mode needs an adaptive config file")
+        argv += ["--speculative-adaptive", "--speculative-adaptive-config", str(adaptive_config_path)]
+    elif mode not in ("baseline", "eagle3"):
+        raise ValueError(f"unknown mode {mode!r}")
+    argv += list(server.extra_args)
+    return argv
+
+
+def server_env(mode: str, server: ServerConfig) -> dict[str, str]:
+    """Extra environment for the server process of one mode (recorded in the manifest)."""
+    env: dict[str, str] = {}
+    if mode == "dynamic" and server.skip_zero_step_draft_extend:
+        env["SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"] = "1"
+    return env

@@ -1,0 +1,185 @@
+"""Server subprocess lifecycle: port pre-check, launch, readiness, log capture, stop.
+
+Facts this follows (shared/reference/sglang-0.5.23.md §3):
+- SGLang binds its HTTP port only after loading the model, so a port conflict would show up
+  minutes late: the port is checked before launch.
+- Readiness is `GET /ready` (200 only once the warmup request succeeded); `/model_info`
+  answers earlier and `/health` injects real requests.
+- SGLang creates no process group and drains requests on SIGTERM, possibly for minutes. The
+  server is started in a new session; stop is SIGTERM to the group, then SIGKILL of the group
+  after a grace period. Nothing is ever killed by name pattern.
+- The server gets PR_SET_PDEATHSIG=SIGKILL so it dies with specbench even on SIGKILL of
+  specbench (SGLang's own children already die with their parent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ServerStartError(RuntimeError):
+    """The server did not come up; the message is complete and meant for the user."""
+
+
+class PortInUseError(ServerStartError):
+    pass
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
+    """A tiny synchronous GET for readiness polls (no event loop needed)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return int(resp.status), resp.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()
+
+
+# Turns a failed start's log into one message; engines/sglang.py supplies SGLang's version.
+Diagnoser = Callable[[str, Path], str | None]
+
+
+@dataclass
+class ServerProcess:
+    """One launched server. `start()` returns when `/ready` answers 200."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    host: str
+    port: int
+    env: dict[str, str] = field(default_factory=dict)
+    diagnose: Diagnoser | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, ready_timeout_s: float) -> None:
+        if not port_is_free(self.host, self.port):
+            raise PortInUseError(
+                f"port {self.port} on {self.host} is already in use; stop what listens there "
+                "or pass another --port"
+            )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
+        log.write(f"# specbench: launching {self.name}: {' '.join(self.argv)}\n".encode())
+        log.flush()
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+            )
+        except OSError as exc:
+            log.close()
+            raise ServerStartError(
+                f"{self.name} server could not be started ({exc}); check the server command "
+                f"({self.argv[0]})"
+            ) from None
+        finally:
+            log.close()
+        self._wait_ready(ready_timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        url = f"{self.base_url}/ready"
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            code = self.proc.poll()
+            if code is not None:
+                raise ServerStartError(self._failure_message(f"exited with code {code} during start-up"))
+            try:
+                status, _ = http_get(url, timeout_s=2.0)
+                if status == 200:
+                    return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise ServerStartError(
+            self._failure_message(f"did not become ready within {timeout_s:.0f} s")
+        )
+
+    def _failure_message(self, what: str) -> str:
+        if self.diagnose is not None:
+            message = self.diagnose(log_tail(self.log_path, 400), self.log_path)
+            if message:
+                return f"{self.name} server {what}: {message}"
+        tail = log_tail(self.log_path)
+        return (
+            f"{self.name} server {what}; see the log {self.log_path}"
+            + (f"; last lines:\n{tail}" if tail else "")
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the process group, then SIGKILL it after `grace_s`."""
+        proc = self.proc
+        if proc is None:
+            return
+        pgid = proc.pid  # new session: the leader's pid is the group id
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # Children that outlived the leader (or a leader that ignored SIGTERM) go now.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        self.proc = None
