@@ -260,7 +260,7 @@ def regress(
     """Compare a candidate run with a reference: exit 0 ok, 1 regression, 2 unusable input."""
     from specbench import regress as regress_mod
 
-    code = regress_mod.main(reference, candidate, json_out=json_out, warn_pct=warn_pct,
+    code = regress_mod.main(reference, candidate, json_path=json_out, warn_pct=warn_pct,
                             fail_pct=fail_pct, accept_fail_pct=accept_fail_pct, console=Console())
     raise typer.Exit(code)
 

@@ -32,10 +32,11 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import random
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,7 +265,8 @@ def _check_messages(chk: _Checker, messages: Any, tool_names: set[str], has_tool
             chk.add(f"{where}.content", f"is {kind}, must be a string; {fix}")
         if "tool_calls" in msg:
             if role != "assistant":
-                chk.add(f"{where}.tool_calls", f"only assistant messages make tool calls, not {role}")
+                chk.add(f"{where}.tool_calls",
+                        f"only assistant messages make tool calls, not {role}")
             else:
                 _check_tool_calls(chk, f"{where}.tool_calls", msg["tool_calls"], tool_names,
                                   has_tools, call_ids)
@@ -328,7 +330,8 @@ def _check_row(chk: _Checker, row: Any) -> None:
             chk.add(key, "must be an object")
     tool_names = _check_tools(chk, row.get("tools"))
     messages = row.get("messages")
-    if not _check_messages(chk, messages, tool_names, "tools" in row):
+    ok = _check_messages(chk, messages, tool_names, "tools" in row)
+    if not ok or not isinstance(messages, list):
         _check_max_tokens(chk, row.get("max_tokens"), 0)
         return
     targets = _check_targets(chk, row, messages)
@@ -350,11 +353,12 @@ def _parse(path: Path, label: str) -> tuple[list[tuple[int, dict[str, Any]]], li
     try:
         lines = list(_iter_lines(path))
     except UnicodeDecodeError as exc:
-        return [], [Problem(label, 0, "file", f"is not UTF-8 text ({exc.reason}); save it as UTF-8")]
+        reason = f"is not UTF-8 text ({exc.reason}); save it as UTF-8"
+        return [], [Problem(label, 0, "file", reason)]
     for lineno, text in lines:
         chk = _Checker(label, lineno)
         try:
-            row = json.loads(text)
+            row = json.loads(text.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             chk.add("json", f"invalid JSON at column {exc.colno} ({exc.msg}); one object per line")
             problems.extend(chk.problems)
@@ -394,7 +398,7 @@ def expand_row(row: dict[str, Any], set_name: str, default_id: str) -> list[Prom
     workload = row.get("workload", "")
     category = row.get("category") or workload or "uncategorized"
     out: list[PromptRequest] = []
-    for t, cap in zip(targets, caps):
+    for t, cap in zip(targets, caps, strict=True):
         reference = messages[t] if t < len(messages) else None
         out.append(PromptRequest(
             id=row_id if len(targets) == 1 else f"{row_id}@{t}",
@@ -465,8 +469,8 @@ def load_prompt_set(name_or_path: str) -> PromptSet:
 
 
 def ordered_requests(ps: PromptSet, seed: int) -> list[PromptRequest]:
-    """The send order for a set: a seeded shuffle that depends only on the requests and the seed,
-    so every server mode (and every rerun) sees the same sequence."""
+    """The send order for a set: a seeded shuffle that depends only on the set (its name and
+    request ids) and the seed, so every server mode (and every rerun) sees the same sequence."""
     requests = sorted(ps.requests, key=lambda r: r.id)
     # A string seed is hashed with SHA-512 by `random`, so the order is stable across processes.
     random.Random(f"specbench-order/{seed}/{ps.name}").shuffle(requests)
@@ -636,9 +640,9 @@ def _bfcl_session(root: Path, entry: dict[str, Any], truth: list[list[str]],
                 "bfcl_eval.eval_checker.multi_turn_eval.func_source_code."
                 + _BFCL_CLASSES[cls][1])
         except ImportError as exc:
+            hint = PACKAGE_SETS["bfcl-multiturn"][1]
             raise PromptSetError(f"bfcl-eval's backend for {cls} does not import ({exc}); "
-                                 f"install its small extras with `{PACKAGE_SETS['bfcl-multiturn'][1]}`"
-                                 ) from None
+                                 f"install its small extras with `{hint}`") from None
         instance = getattr(module, cls)()
         if cls not in _BFCL_STATELESS:
             instance._load_scenario(json.loads(json.dumps(entry["initial_config"].get(cls, {}))),
@@ -655,7 +659,8 @@ def _bfcl_session(root: Path, entry: dict[str, Any], truth: list[list[str]],
     messages: list[dict[str, Any]] = [{"role": "system", "content": _BFCL_SYSTEM}]
     targets: list[int] = []
     caps: list[int] = []
-    for turn_msgs, calls in zip(entry["question"], truth):
+    # BFCL pairs each user turn with that turn's ground-truth calls.
+    for turn_msgs, calls in zip(entry["question"], truth, strict=False):
         messages.extend({"role": m["role"], "content": m["content"]} for m in turn_msgs)
         done: list[str] = []
         for call_text in calls:
@@ -667,7 +672,7 @@ def _bfcl_session(root: Path, entry: dict[str, Any], truth: list[list[str]],
             if args:  # positional ground truth: name them after the schema's parameters
                 params = next(t["function"]["parameters"] for t in tools
                               if t["function"]["name"] == name).get("properties", {})
-                arguments.update(dict(zip(params, args)))
+                arguments.update(dict(zip(params, args, strict=False)))
             messages.append({"role": "assistant", "content": "", "tool_calls": [
                 {"id": call_id, "type": "function",
                  "function": {"name": name, "arguments": json.dumps(arguments)}}]})
@@ -685,3 +690,71 @@ def _bfcl_session(root: Path, entry: dict[str, Any], truth: list[list[str]],
     return {"id": entry["id"], "workload": "agentic", "category": "bfcl_multi_turn",
             "messages": messages, "tools": tools, "targets": targets, "max_tokens": caps,
             "meta": {"source": "bfcl-eval", "license": "Apache-2.0", "modified": True}}
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (a value that occurs in the data; no interpolation)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+@dataclass(frozen=True)
+class Spread:
+    p10: float
+    p50: float
+    p90: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        return cls(percentile(values, 10), percentile(values, 50), percentile(values, 90),
+                   max(values) if values else 0.0)
+
+
+@dataclass(frozen=True)
+class PromptSetStats:
+    """What `specbench prompts stats` shows: sizes are per request (what the server sees)."""
+
+    name: str
+    source: str
+    path: str
+    sha256: str
+    rows: int
+    requests: int
+    input_chars: Spread
+    est_input_tokens: Spread
+    max_tokens: Spread
+    categories: dict[str, int]  # requests per category
+    languages: dict[str, int]  # requests per meta.language ("-" when absent)
+    turns: dict[int, int]  # requests per number of user turns sent
+    tools: Spread  # tools per request
+    with_tools: int  # requests that send tools
+
+
+def prompt_set_stats(ps: PromptSet) -> PromptSetStats:
+    reqs = ps.requests
+    chars = [float(r.input_chars) for r in reqs]
+
+    def count(keys: Iterable[Any]) -> dict[Any, int]:
+        out: dict[Any, int] = {}
+        for key in keys:
+            out[key] = out.get(key, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], str(kv[0]))))
+
+    return PromptSetStats(
+        name=ps.name, source=ps.source, path=str(ps.path), sha256=ps.sha256, rows=ps.rows,
+        requests=len(reqs), input_chars=Spread.of(chars),
+        est_input_tokens=Spread.of([c / CHARS_PER_TOKEN for c in chars]),
+        max_tokens=Spread.of([float(r.max_tokens) for r in reqs]),
+        categories=count(r.category for r in reqs),
+        languages=count(str(r.meta.get("language", "-")) for r in reqs),
+        turns=dict(sorted(count(r.turns for r in reqs).items())),
+        tools=Spread.of([float(len(r.tools or ())) for r in reqs]),
+        with_tools=sum(1 for r in reqs if r.tools),
+    )

@@ -134,7 +134,7 @@ def measured_keys(run_dir: Path) -> set[PointKey]:
     return keys
 
 
-def summary_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def summary_frame(rows: list[dict[Any, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     for col in SUMMARY_COLUMNS:
         if col not in frame.columns:

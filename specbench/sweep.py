@@ -87,9 +87,12 @@ def preflight(cfg: SweepConfig) -> dict[str, prompts.PromptSet]:
     sets: dict[str, prompts.PromptSet] = {}
     for name in cfg.prompt_sets:
         try:
-            sets[name] = prompts.load_prompt_set(name)
+            ps = prompts.load_prompt_set(name)
         except prompts.PromptSetError as exc:
             raise ConfigError(str(exc)) from None
+        if ps.name in sets:
+            raise ConfigError(f"two prompt sets are named {ps.name!r}; rename one of the files")
+        sets[ps.name] = ps  # a file path is keyed by its stem, the name results use
     if cfg.engine == "sglang":
         for label, path in (("model", cfg.server.model_path), ("draft model", cfg.server.draft_model_path)):
             if path and path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():

@@ -1,0 +1,305 @@
+"""How much streaming the load generator can take: client CPU per chunk, tokens per CPU-second.
+
+Runs specbench's real runner (:func:`specbench.load.runner.run_point`, protocol openai-chat)
+against a server with zero step time, in separate processes so that the client's CPU and
+memory are its own. The server is built in (below): a bare asyncio HTTP/1.1 server that keeps
+every open stream in one "batch" and, each step, writes one SSE chunk carrying one token to
+every stream, in SGLang's chat format with continuous usage, as fast as it can. It costs no
+model time at all, so whatever limits a point here is the client or the machine.
+
+For each concurrency it reports, as medians of --runs runs:
+
+- tok/cpu-s     tokens streamed in the window per client CPU-second (window CPU only);
+- us/chunk      client CPU microseconds per token-bearing chunk, inside the window;
+- parse us/chunk  CPU per chunk of the stream parsing that runs after the window;
+- chunks/read   how many chunks one network read carried (1.0 = no coalescing);
+- cpu frac      client CPU / window wall time (1.0 = the event loop's core is saturated);
+- peak MB       the client process's peak resident memory.
+
+Usage::
+
+    python benchmarks/client_capacity.py            # c = 1, 64, 256, 1024; 3 runs; 3 s windows
+    python benchmarks/client_capacity.py --quick    # same levels, 1 s windows (< 60 s, for CI)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+TOKENS_PER_REQUEST = 256
+
+
+# -- the zero-step-time server -------------------------------------------------------------
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+_TOKEN_EVENT = (
+    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null,'
+    b'"matched_stop":null}],"usage":{"prompt_tokens":7,"total_tokens":%d,'
+    b'"completion_tokens":%d,"reasoning_tokens":0}}\n\n'
+)
+_ROLE_EVENT = (
+    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{"reasoning_content":null,"role":"assistant","content":""},'
+    b'"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+)
+_FINISH_EVENTS = (
+    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length","matched_stop":null}],'
+    b'"usage":{"prompt_tokens":7,"total_tokens":%d,"completion_tokens":%d,"reasoning_tokens":0}}'
+    b'\n\n'
+    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+    b'"usage":{"prompt_tokens":7,"total_tokens":%d,"completion_tokens":%d,"reasoning_tokens":0}}'
+    b'\n\ndata: [DONE]\n\n'
+)
+_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+         b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, server: _BatchServer) -> None:
+        self.server = server
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.tokens = 0  # > 0 while a stream is open
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        head_end = self.buf.find(b"\r\n\r\n")
+        if head_end < 0:
+            return
+        head = self.buf[:head_end].decode("latin-1").lower()
+        length = 0
+        for line in head.split("\r\n"):
+            if line.startswith("content-length:"):
+                length = int(line.split(":", 1)[1])
+        if len(self.buf) < head_end + 4 + length:
+            return
+        self.buf = self.buf[head_end + 4 + length:]
+        assert self.transport is not None
+        if head.startswith("get /metrics"):
+            self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        self.transport.write(_HEAD + _chunk(_ROLE_EVENT))
+        self.tokens = 0
+        self.server.active.add(self)
+        self.server.wake.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.active.discard(self)
+
+    def step(self) -> None:
+        assert self.transport is not None
+        self.tokens += 1
+        n = self.tokens
+        if n < TOKENS_PER_REQUEST:
+            self.transport.write(_chunk(_TOKEN_EVENT % (7 + n, n)))
+            return
+        tail = _FINISH_EVENTS % (7 + n, n, 7 + n, n)
+        self.transport.write(_chunk(_TOKEN_EVENT % (7 + n, n)) + _chunk(tail) + b"0\r\n\r\n")
+        self.server.active.discard(self)
+
+
+class _BatchServer:
+    def __init__(self, step_s: float) -> None:
+        self.active: set[_Conn] = set()
+        self.wake = asyncio.Event()
+        self.step_s = step_s
+
+    async def run(self, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _Conn(self), "127.0.0.1", port, backlog=4096)
+        async with server:
+            while True:
+                if not self.active:
+                    self.wake.clear()
+                    await self.wake.wait()
+                for conn in list(self.active):
+                    conn.step()
+                # Zero: yield so requests get in and writes flush, then the next step at once.
+                await asyncio.sleep(self.step_s)
+
+
+def serve(port: int, step_s: float) -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    asyncio.run(_BatchServer(step_s).run(port))
+
+
+# -- one client run (its own process) ------------------------------------------------------
+
+def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict[str, Any]:
+    import numpy as np
+
+    from specbench.load.runner import PointSpec, run_point
+    from specbench.prompts import PromptRequest
+
+    requests = [PromptRequest(id=f"p{i}", prompt_set="bench", category="bench",
+                              messages=({"role": "user", "content": f"question {i}"},),
+                              max_tokens=TOKENS_PER_REQUEST) for i in range(64)]
+    spec = PointSpec(base_url=url, protocol="openai-chat", model="m", concurrency=concurrency,
+                     requests=requests, warmup_s=warmup_s, window_s=window_s,
+                     scrape_metrics=False, request_timeout_s=60.0)
+    cpu0 = time.process_time()
+    result = asyncio.run(run_point(spec))
+    cpu_total = time.process_time() - cpu0
+    from specbench.metrics import window_tokens  # after the run: pandas is a slow import
+
+    start, end = result.window_start, result.window_end
+    tokens = sum(window_tokens(r.chunk_t, r.chunk_tokens, start, end) for r in result.records)
+    reads = sum(int(np.count_nonzero((r.chunk_t > start) & (r.chunk_t <= end)))
+                for r in result.records)
+    errors = sum(r.status == "error" for r in result.records)
+    return {
+        "concurrency": concurrency,
+        "tokens": tokens,
+        "window_wall_s": end - start,
+        "client_cpu_s": result.client_cpu_s,
+        "cpu_total_s": cpu_total,
+        "reads": reads,
+        "errors": errors,
+        "loop_lag_p99_ms": result.loop_lag_ms["p99"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def parse_cost_us_per_chunk(n_chunks: int = 20000) -> float:
+    """CPU microseconds the chat parser spends per token chunk (after the window)."""
+    from specbench.load.protocols import parse_chat
+
+    reads = [_ROLE_EVENT] + [_TOKEN_EVENT % (7 + n, n) for n in range(1, n_chunks + 1)]
+    reads.append(_FINISH_EVENTS % (7 + n_chunks, n_chunks, 7 + n_chunks, n_chunks))
+    times = [float(i) for i in range(len(reads))]
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        parse_chat(reads, times)
+        best = min(best, time.process_time() - t0)
+    return best / n_chunks * 1e6
+
+
+# -- the driver ----------------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"the benchmark server did not listen on port {port}")
+
+
+def _measure(step_ms: float, levels: list[int], runs: int, warmup_s: float, window_s: float,
+             raw: bool) -> list[dict[str, Any]]:
+    """Start a server with this step time, run the client `runs` times per level."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--_serve", str(port), str(step_ms / 1000.0)], env=env)
+    rows = []
+    try:
+        _wait_port(port)
+        for c in levels:
+            results = []
+            for _ in range(runs):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--_client", f"http://127.0.0.1:{port}", str(c),
+                     str(warmup_s), str(window_s)],
+                    env=env, capture_output=True, text=True, timeout=120, check=True)
+                results.append(json.loads(out.stdout))
+            if raw:
+                print(json.dumps({"step_ms": step_ms, "runs": results}))
+            rows.append({"step_ms": step_ms, **_row(c, results)})
+    finally:
+        server.terminate()
+        server.wait(10)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="0.5 s windows, paced runs at c=256 only (CI report, < 60 s)")
+    parser.add_argument("--levels", default="1,64,256,1024")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--window-s", type=float, default=None)
+    parser.add_argument("--paced-step-ms", type=float, default=10.0,
+                        help="step time of the paced server (one chunk per stream per step)")
+    parser.add_argument("--json", action="store_true", help="print raw runs as JSON too")
+    parser.add_argument("--_serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--_client", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args._serve:
+        serve(int(args._serve[0]), float(args._serve[1]))
+        return 0
+    if args._client:
+        url, c, warmup, window = args._client
+        print(json.dumps(client(url, int(c), float(warmup), float(window))))
+        return 0
+
+    window_s = args.window_s or (0.5 if args.quick else 3.0)
+    warmup_s = 0.2 if args.quick else 1.0
+    levels = [int(x) for x in args.levels.split(",")]
+    paced_levels = [c for c in levels if c == 256] if args.quick else levels
+    rows = _measure(0.0, levels, args.runs, warmup_s, window_s, args.json)
+    if paced_levels:
+        rows += _measure(args.paced_step_ms, paced_levels, args.runs, warmup_s, window_s,
+                         args.json)
+    parse_us = parse_cost_us_per_chunk()
+    print(f"client capacity, openai-chat, one token per chunk, {args.runs} runs of "
+          f"{window_s:g} s windows (medians); python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} cpus")
+    print(f"{'step ms':>7} {'c':>5} {'tok/s':>8} {'tok/cpu-s':>10} {'us/chunk':>9} "
+          f"{'chunks/read':>11} {'cpu frac':>8} {'lag p99 ms':>10} {'peak MB':>8} {'errors':>6}")
+    for r in rows:
+        print(f"{r['step_ms']:>7g} {r['c']:>5} {r['tok_s']:>8.0f} {r['tok_per_cpu_s']:>10.0f} "
+              f"{r['us_per_chunk']:>9.1f} {r['chunks_per_read']:>11.2f} {r['cpu_frac']:>8.2f} "
+              f"{r['lag_p99_ms']:>10.2f} {r['peak_mb']:>8.0f} {r['errors']:>6d}")
+    print(f"stream parsing after the window: {parse_us:.1f} us per chunk")
+    return 0
+
+
+def _row(c: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    def med(f: Any) -> float:
+        return float(statistics.median(f(r) for r in runs))
+
+    return {
+        "c": c,
+        "tok_s": med(lambda r: r["tokens"] / r["window_wall_s"]),
+        "tok_per_cpu_s": med(lambda r: r["tokens"] / max(r["client_cpu_s"], 1e-9)),
+        "us_per_chunk": med(lambda r: r["client_cpu_s"] / max(r["tokens"], 1) * 1e6),
+        "chunks_per_read": med(lambda r: r["tokens"] / max(r["reads"], 1)),
+        "cpu_frac": med(lambda r: r["client_cpu_s"] / r["window_wall_s"]),
+        "lag_p99_ms": med(lambda r: r["loop_lag_p99_ms"]),
+        "peak_mb": med(lambda r: r["peak_rss_mb"]),
+        "errors": int(max(r["errors"] for r in runs)),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

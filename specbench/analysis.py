@@ -1,0 +1,619 @@
+"""Crossover, its uncertainty, the disable threshold, and the dynamic-disable check.
+
+This is where a sweep becomes an answer. Per prompt set:
+
+* **Ratio.** r(c) = output tok/s of EAGLE-3 / output tok/s of the baseline at each concurrency
+  c measured in both modes, each the mean over repeats.
+* **Crossover.** c* is where r crosses 1 *from above*: the last level where EAGLE-3 is at
+  least as fast (r >= 1) and the next level, where it is behind, bracket it, and c* is the
+  linear interpolation of r in log2 c between them. Taking the *last* such bracket means every
+  measured level beyond c* has r < 1, so a noisy curve that dips below 1 and comes back picks
+  the crossing after which EAGLE-3 stays behind (the notes say when that happened). The
+  crossing is *confirmed* when a further level exists beyond the bracket (r < 1 there too);
+  a crossing between the two top levels is reported but marked unconfirmed.
+  Outcomes: ``crossover``, ``eagle3_never_wins`` (r < 1 everywhere), ``eagle3_always_wins``
+  (r >= 1 at the top level, so no switch-off is warranted within the measured range).
+* **Uncertainty.** Each level's tok/s gets a sampling distribution: with >= 2 repeats, a
+  Student t around the mean with the standard error of the repeats (n - 1 degrees of
+  freedom; run-to-run spread is the noise that matters); with one repeat, a normal whose
+  standard error comes from the point's 95 % bootstrap CI over requests
+  (``output_tok_s_ci_low/high``) or, in runs without those columns, from the per-request
+  ``window_tokens`` (the bootstrap standard error of a sum of n resampled requests is
+  sqrt(n) * std / window_s, so no resampling loop is needed). A seeded parametric bootstrap
+  then draws whole baseline and EAGLE-3 curves, applies the same crossing rule to each, and
+  reports the 2.5-97.5 percentiles of c* (draws without a crossing count as the edge of the
+  grid they fall off), the per-level ratio band, and the share of draws that agree with the
+  outcome (``outcome_support``).
+* **Threshold.** SGLang switches drafting off by *batch size* (running requests), not by
+  client concurrency, so c* is mapped to the server's measured mean running requests
+  (``server_running_reqs_mean``, mean of baseline and EAGLE-3, interpolated log-log in c; c
+  itself where the server did not report it, and at most c, since c closed-loop users cannot
+  keep more requests running). The threshold is the smallest whole batch size
+  at or above that point: at T and beyond the baseline is faster, below it EAGLE-3 is.
+  ``eagle3_never_wins`` gives T = 1 (never draft), ``eagle3_always_wins`` gives the largest
+  measured concurrency + 1 (draft everywhere that was measured).
+* **Recommended threshold.** The minimum over prompt sets: a server cannot tell workloads
+  apart by batch size, and drafting above any set's crossover loses throughput on that set,
+  so the lowest threshold is the one that never makes a measured workload slower than the
+  baseline (it gives up some EAGLE-3 gain on the sets that cross later).
+* **Envelope efficiency.** With a dynamic-disable run, E(c) = tok/s(dynamic) /
+  max(tok/s(baseline), tok/s(eagle3)): 1.0 means the switch captures the better of both
+  static modes. Dynamic levels outside the static grid (the T-1, T, T+1 straddle levels)
+  use static curves interpolated log-log in c and are listed as interpolated.
+
+:func:`analyze` returns what ``analysis.json`` holds (keys are strings, no NaN), so the
+in-memory result and the file read back by :func:`specbench.results.load_run` are the same.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.config import ServerConfig
+from specbench.engines.argv import adaptive_config, write_adaptive_config
+from specbench.results import Run, write_json_atomic
+
+ANALYSIS_VERSION = 1
+ANALYSIS_FILE = "analysis.json"
+STATIC_MODES: tuple[str, str] = ("baseline", "eagle3")
+OUTCOMES: tuple[str, ...] = ("crossover", "eagle3_never_wins", "eagle3_always_wins")
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+COMBINE_RULE = (
+    "minimum over prompt sets: a server cannot tell workloads apart by batch size, and drafting "
+    "above any set's crossover loses throughput on that set"
+)
+_Z95 = 1.959963984540054  # normal quantile of 0.975: turns a 95 % CI width into a standard error
+
+_CROSS, _NEVER, _ALWAYS = 0, 1, 2
+_OUTCOME_NAMES = {_CROSS: "crossover", _NEVER: "eagle3_never_wins", _ALWAYS: "eagle3_always_wins"}
+
+
+class AnalysisError(ValueError):
+    """A run that cannot be analysed; the message is one line naming the cause and the fix."""
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    """Mean output tok/s of one (mode, prompt set, concurrency) and its sampling spread."""
+
+    concurrency: int
+    mean_tok_s: float
+    se_tok_s: float  # standard error of mean_tok_s; 0 when nothing says how noisy it is
+    df: int  # degrees of freedom of a Student t; 0 means normal
+    n_repeats: int
+    method: str  # "repeats" | "ci_columns" | "window_tokens" | "none"
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where r(c) crosses 1 in one curve."""
+
+    outcome: str
+    crossover_concurrency: float | None
+    bracket: tuple[int, int] | None  # the two levels around c*
+    confirmed: bool | None
+    n_crossings: int  # falls of r from >= 1 to < 1 along the grid
+
+
+# ---------------------------------------------------------------------------------------------
+# per-level statistics
+
+
+def _as_float(value: Any) -> float:
+    """A number from a summary cell; NaN for missing or non-numeric cells."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _finite(value: Any) -> bool:
+    return math.isfinite(_as_float(value))
+
+
+def _rows(summary: pd.DataFrame, mode: str, prompt_set: str) -> pd.DataFrame:
+    rows = summary[(summary["mode"] == mode) & (summary["prompt_set"] == prompt_set)]
+    tok_s = pd.to_numeric(rows["output_tok_s"], errors="coerce")
+    return rows[tok_s.notna()]
+
+
+def _window_tokens_se(run: Run, row: pd.Series) -> float | None:
+    try:
+        requests = run.requests(row["mode"], row["prompt_set"], int(row["concurrency"]),
+                                int(row["repeat"]))
+    except (OSError, ValueError):
+        return None
+    window_s = _as_float(row.get("window_s"))
+    if "window_tokens" not in requests.columns or not window_s > 0 or len(requests) < 2:
+        return None
+    tokens = pd.to_numeric(requests["window_tokens"], errors="coerce").dropna().to_numpy(float)
+    return float(math.sqrt(len(tokens)) * tokens.std() / window_s)
+
+
+def level_stats(run: Run, mode: str, prompt_set: str) -> dict[int, LevelStats]:
+    """Mean tok/s over repeats per concurrency, with the spread the bootstrap draws from."""
+    rows = _rows(run.summary, mode, prompt_set)
+    out: dict[int, LevelStats] = {}
+    for c, group in rows.groupby("concurrency"):
+        values = pd.to_numeric(group["output_tok_s"], errors="coerce").to_numpy(float)
+        mean = float(values.mean())
+        n = len(values)
+        if n >= 2:
+            se, df, method = float(values.std(ddof=1) / math.sqrt(n)), n - 1, "repeats"
+        else:
+            row = group.iloc[0]
+            lo = _as_float(row.get("output_tok_s_ci_low"))
+            hi = _as_float(row.get("output_tok_s_ci_high"))
+            if math.isfinite(lo) and math.isfinite(hi):
+                se, method = (hi - lo) / (2 * _Z95), "ci_columns"
+            elif (se_wt := _window_tokens_se(run, row)) is not None:
+                se, method = se_wt, "window_tokens"
+            else:
+                se, method = 0.0, "none"
+            df = 0
+        level = int(_as_float(c))
+        out[level] = LevelStats(level, mean, max(se, 0.0), df, n, method)
+    return out
+
+
+def mean_by_level(
+    summary: pd.DataFrame, mode: str, prompt_set: str, column: str,
+) -> dict[int, float]:
+    """Mean of a summary column over repeats per concurrency (NaN rows ignored)."""
+    rows = summary[(summary["mode"] == mode) & (summary["prompt_set"] == prompt_set)]
+    if column not in rows.columns or rows.empty:
+        return {}
+    values = pd.to_numeric(rows[column], errors="coerce")
+    means = values.groupby(rows["concurrency"]).mean()
+    return {int(_as_float(c)): float(v) for c, v in means.items() if _finite(v)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the crossing rule, vectorised over bootstrap draws
+
+
+def _crossings(log2_c: np.ndarray, ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Apply the crossing rule to each row of `ratio` (draws x levels).
+
+    Returns (outcome code, c* with draws off the grid put at its edge, bracket start index).
+    """
+    n_levels = ratio.shape[1]
+    wins = ratio >= 1.0
+    any_win = wins.any(axis=1)
+    last_win = n_levels - 1 - np.argmax(wins[:, ::-1], axis=1)
+    outcome = np.full(ratio.shape[0], _CROSS)
+    outcome[~any_win] = _NEVER
+    outcome[any_win & (last_win == n_levels - 1)] = _ALWAYS
+    c_star = np.where(outcome == _NEVER, 2.0 ** log2_c[0], 2.0 ** log2_c[-1])
+    j = np.clip(last_win, 0, max(n_levels - 2, 0))
+    cross = outcome == _CROSS
+    if n_levels >= 2 and cross.any():
+        rows = np.nonzero(cross)[0]
+        r_hi, r_lo = ratio[rows, j[rows]], ratio[rows, j[rows] + 1]
+        frac = (r_hi - 1.0) / (r_hi - r_lo)  # r_hi >= 1 > r_lo, so the divisor is > 0
+        x = log2_c[j[rows]] + frac * (log2_c[j[rows] + 1] - log2_c[j[rows]])
+        c_star[rows] = 2.0 ** x
+    return outcome, c_star, j
+
+
+def find_crossing(levels: list[int], ratio: list[float]) -> Crossing:
+    """The crossing rule on one measured curve (levels ascending)."""
+    log2_c = np.log2(np.asarray(levels, dtype=float))
+    r = np.asarray(ratio, dtype=float)[None, :]
+    outcome, c_star, j = _crossings(log2_c, r)
+    n_crossings = int(np.sum((r[0, :-1] >= 1.0) & (r[0, 1:] < 1.0)))
+    code = int(outcome[0])
+    if code != _CROSS:
+        return Crossing(_OUTCOME_NAMES[code], None, None, None, n_crossings)
+    lo = int(j[0])
+    return Crossing(
+        "crossover", float(c_star[0]), (levels[lo], levels[lo + 1]),
+        lo + 2 < len(levels), n_crossings,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# threshold
+
+
+def _batch_sizes(
+    summary: pd.DataFrame, prompt_set: str, levels: list[int],
+) -> tuple[list[float], list[int]]:
+    """Measured mean running requests per level (mean over the static modes; c when absent).
+
+    c closed-loop users cannot keep more than c requests running, so a larger measurement is
+    capped at c; the levels where that happened are returned so the analysis can say so.
+    """
+    per_mode = [mean_by_level(summary, m, prompt_set, "server_running_reqs_mean")
+                for m in STATIC_MODES]
+    out: list[float] = []
+    over: list[int] = []
+    for c in levels:
+        measured = [m[c] for m in per_mode if c in m and m[c] > 0]
+        batch = float(np.mean(measured)) if measured else float(c)
+        if batch > 1.02 * c:
+            over.append(c)
+        out.append(min(batch, float(c)))
+    return out, over
+
+
+def _batch_at(levels: list[int], batch: list[float], concurrency: float) -> float:
+    # Log-log interpolation: where the server runs b = c it returns c itself.
+    log2_b = np.interp(math.log2(concurrency), np.log2(levels), np.log2(batch))
+    return float(2.0 ** log2_b)
+
+
+def _threshold_from_batch(batch_size: float) -> int:
+    # The smallest whole batch size at or above the crossing (the tolerance keeps 37.0 at 37).
+    return max(1, math.ceil(batch_size - 1e-9))
+
+
+def threshold_levels(threshold: int, levels: list[int] | tuple[int, ...]) -> list[int]:
+    """Extra concurrency levels T-1, T, T+1 not yet in `levels`, for the dynamic straddle check.
+
+    Closed-loop users keep about c requests running, so these levels put the dynamic server's
+    batch size just below, at and just above the switch. Levels below 1 or above the grid's top
+    are left out: the servers' max running requests is sized to the grid, so a higher level
+    would be capped by the server rather than measure the switch.
+    """
+    top = max(levels) if levels else threshold + 1
+    present = set(levels)
+    return [c for c in (threshold - 1, threshold, threshold + 1)
+            if 1 <= c <= top and c not in present]
+
+
+def applied_threshold(run: Run) -> int | None:
+    """The threshold the run's dynamic server used, as the manifest records it (None if none)."""
+    modes = run.manifest.get("modes") or {}
+    dynamic = modes.get("dynamic") if isinstance(modes, dict) else None
+    record = run.manifest.get("threshold")
+    config = run.manifest.get("config") or {}
+    for value in (dynamic.get("threshold") if isinstance(dynamic, dict) else None,
+                  record.get("value") if isinstance(record, dict) else None,
+                  config.get("threshold")):
+        if _finite(value):
+            return int(_as_float(value))
+    return None
+
+
+def _stored_or_fresh(run: Run) -> dict[str, Any]:
+    stored = run.analysis
+    if stored is not None and stored.get("analysis_version") == ANALYSIS_VERSION:
+        return stored
+    return analyze(run)
+
+
+def current_analysis(run: Run) -> dict[str, Any] | None:
+    """The run's analysis: the one loaded or set on it, else computed; None if impossible.
+
+    Readers that can show something without a crossover (plots, report of a baseline-only
+    run) use this; `threshold` and the sweep call :func:`analyze` and let errors surface.
+    """
+    try:
+        return _stored_or_fresh(run)
+    except AnalysisError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# envelope efficiency
+
+
+def _envelope(
+    summary: pd.DataFrame, prompt_set: str, levels: list[int],
+    base: dict[int, LevelStats], spec: dict[int, LevelStats],
+) -> tuple[dict[str, float], list[int], list[int]]:
+    """E(c) per dynamic level; also the levels interpolated and those outside the grid."""
+    dynamic = mean_by_level(summary, "dynamic", prompt_set, "output_tok_s")
+    log2_grid = np.log2(levels)
+    # Throughput grows about as a power of c between levels, so interpolate in log-log.
+    base_curve = np.log2([base[c].mean_tok_s for c in levels])
+    spec_curve = np.log2([max(spec[c].mean_tok_s, 1e-9) for c in levels])
+    efficiency: dict[str, float] = {}
+    interpolated: list[int] = []
+    outside: list[int] = []
+    for c, tok_s in sorted(dynamic.items()):
+        if c in base and c in spec:
+            best = max(base[c].mean_tok_s, spec[c].mean_tok_s)
+        elif levels[0] < c < levels[-1]:
+            x = math.log2(c)
+            best = 2.0 ** max(float(np.interp(x, log2_grid, base_curve)),
+                              float(np.interp(x, log2_grid, spec_curve)))
+            interpolated.append(c)
+        else:
+            outside.append(c)
+            continue
+        if best > 0:
+            efficiency[str(c)] = round(tok_s / best, 4)
+    return efficiency, interpolated, outside
+
+
+# ---------------------------------------------------------------------------------------------
+# one prompt set
+
+
+def _fmt_c(value: float) -> str:
+    return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def _claim(prompt_set: str, out: dict[str, Any], levels: list[int]) -> str:
+    """What the curves show for one prompt set, without the advice."""
+    grid = f"{levels[0]}–{levels[-1]}" if len(levels) > 1 else f"{levels[0]}"
+    outcome = out["outcome"]
+    if outcome == "crossover":
+        lo, hi = out["interval"]
+        return (f"EAGLE-3 wins below {_fmt_c(out['crossover_concurrency'])} concurrent requests "
+                f"({prompt_set}; 95% interval {_fmt_c(lo)}–{_fmt_c(hi)})")
+    if outcome == "eagle3_never_wins":
+        return (f"EAGLE-3 never wins ({prompt_set}): the baseline is faster at every measured "
+                f"level ({grid} concurrent requests)")
+    return (f"EAGLE-3 wins at every measured level ({prompt_set}; {grid} concurrent requests), "
+            "no crossover in range")
+
+
+def _advice(threshold: int, top_level: int) -> str:
+    """What to do with a threshold, in words."""
+    if threshold <= 1:
+        return "never draft (threshold 1)"
+    if threshold > top_level:
+        return f"keep drafting at every measured batch size (threshold {threshold})"
+    return f"stop drafting at batch size {threshold}"
+
+
+def bootstrap_ratios(
+    levels: list[int], base: dict[int, LevelStats], spec: dict[int, LevelStats],
+    *, seed: int, resamples: int,
+) -> np.ndarray:
+    """Seeded draws of whole r(c) curves (resamples x levels), see the module docstring."""
+    rng = np.random.default_rng(seed)
+
+    def draw(stats: dict[int, LevelStats]) -> np.ndarray:
+        cols = []
+        for c in levels:
+            s = stats[c]
+            noise = (rng.standard_t(s.df, resamples) if s.df > 0
+                     else rng.standard_normal(resamples))
+            cols.append(s.mean_tok_s + s.se_tok_s * noise)
+        # A draw at or below zero is no throughput; clip so ratios stay finite.
+        return np.clip(np.column_stack(cols), 1e-9, None)
+
+    return draw(spec) / draw(base)
+
+
+def _flag_note(
+    summary: pd.DataFrame, prompt_set: str, deciding: list[int], what: str,
+) -> str | None:
+    """A note when the static points that decide the outcome carry measurement flags."""
+    rows = summary[(summary["prompt_set"] == prompt_set)
+                   & summary["mode"].isin(STATIC_MODES)
+                   & summary["concurrency"].isin(deciding)]
+    raised = [f"{r.mode} c={r.concurrency}: {r.flags}" for r in rows.itertuples()
+              if str(r.flags).strip()]
+    if not raised:
+        return None
+    return (f"{what} carry flags ({'; '.join(raised)}); check them (see the report's Flags "
+            "section) before trusting the outcome")
+
+
+def analyze_prompt_set(
+    run: Run, prompt_set: str, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict[str, Any]:
+    """Outcome, c*, interval, threshold, ratio and envelope efficiency for one prompt set."""
+    base = level_stats(run, "baseline", prompt_set)
+    spec = level_stats(run, "eagle3", prompt_set)
+    for mode, stats in (("baseline", base), ("eagle3", spec)):
+        if not stats:
+            raise AnalysisError(
+                f"prompt set {prompt_set!r} has no {mode} points in {run.path}; measure them with "
+                f"`specbench sweep --modes baseline,eagle3 --resume {run.path}`"
+            )
+    levels = sorted(set(base) & set(spec))
+    if not levels:
+        raise AnalysisError(
+            f"prompt set {prompt_set!r}: baseline and eagle3 share no concurrency level in "
+            f"{run.path}; measure both modes at the same levels (`--resume` fills missing points)"
+        )
+    notes: list[str] = []
+    dropped = [c for c in levels if base[c].mean_tok_s <= 0]
+    if dropped:
+        notes.append(f"levels with zero baseline throughput left out: {dropped}")
+        levels = [c for c in levels if c not in dropped]
+        if not levels:
+            raise AnalysisError(
+                f"prompt set {prompt_set!r}: the baseline produced no tokens at any level; "
+                "check the baseline server log in servers/baseline.log"
+            )
+    ratio = [spec[c].mean_tok_s / base[c].mean_tok_s for c in levels]
+    crossing = find_crossing(levels, ratio)
+
+    ratio_draws = bootstrap_ratios(levels, base, spec, seed=seed, resamples=resamples)
+    log2_c = np.log2(np.asarray(levels, dtype=float))
+    boot_outcome, boot_c, _ = _crossings(log2_c, ratio_draws)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    code = OUTCOMES.index(crossing.outcome)
+    support = float(np.mean(boot_outcome == code))
+    methods = sorted({s.method for s in (*base.values(), *spec.values())
+                      if s.concurrency in levels})
+
+    batch, over = _batch_sizes(run.summary, prompt_set, levels)
+    if over:
+        notes.append(
+            f"the server reported more running requests than there were users at c={over}; "
+            "batch sizes were capped at c (check the server's running-requests metric)"
+        )
+    out: dict[str, Any] = {"outcome": crossing.outcome, "crossover_concurrency": None,
+                           "interval": None, "confirmed": crossing.confirmed}
+    if crossing.outcome == "crossover":
+        assert crossing.crossover_concurrency is not None and crossing.bracket is not None
+        c_star = crossing.crossover_concurrency
+        lo, hi = (float(v) for v in np.percentile(boot_c, [tail, 100 - tail]))
+        # Percentile intervals can miss a skewed point estimate; widen rather than exclude it.
+        lo, hi = min(lo, c_star), max(hi, c_star)
+        b_star = _batch_at(levels, batch, c_star)
+        threshold = _threshold_from_batch(b_star)
+        out.update(
+            crossover_concurrency=round(c_star, 2),
+            interval=[round(lo, 2), round(hi, 2)],
+            crossover_batch_size=round(b_star, 2),
+            threshold_interval=[_threshold_from_batch(_batch_at(levels, batch, lo)),
+                                _threshold_from_batch(_batch_at(levels, batch, hi))],
+        )
+        if hi >= levels[-1] or lo <= levels[0]:
+            notes.append(
+                "the interval reaches the edge of the measured grid, so the crossing may lie "
+                "outside it; add levels beyond the edge or repeats (--repeats 3)"
+            )
+        if crossing.n_crossings > 1:
+            notes.append(
+                f"r(c) crosses 1 from above {crossing.n_crossings} times; the last crossing "
+                f"(c={crossing.bracket[0]}→{crossing.bracket[1]}), after which EAGLE-3 stays "
+                "behind, is used"
+            )
+        if not crossing.confirmed:
+            notes.append(
+                f"the crossing lies between the two highest levels ({crossing.bracket[0]} and "
+                f"{crossing.bracket[1]}), so no further level confirms it; add a higher level"
+            )
+        deciding, what = list(crossing.bracket), "the points bracketing the crossover"
+    elif crossing.outcome == "eagle3_never_wins":
+        threshold = 1
+        deciding, what = [levels[0]], "the lowest-load points, where EAGLE-3 should win most,"
+    else:
+        threshold = levels[-1] + 1
+        deciding, what = [levels[-1]], "the highest-load points, where the baseline should win,"
+        if min(ratio) < 1.0:
+            below = [c for c, r in zip(levels, ratio, strict=True) if r < 1.0]
+            notes.append(f"r(c) dips below 1 at c={below} but EAGLE-3 is ahead again at the top "
+                         "level; treated as noise, no switch-off")
+    flag_note = _flag_note(run.summary, prompt_set, deciding, what)
+    if flag_note:
+        notes.append(flag_note)
+    if len(levels) == 1:
+        notes.append(
+            f"only one concurrency level (c={levels[0]}) was measured in both modes, so the "
+            "crossover cannot be located; sweep several levels, e.g. --concurrency 1,8,64,250"
+        )
+    if methods == ["none"]:
+        notes.append("no repeats, CI columns or per-request tokens: the interval has zero width")
+    if support < 0.8:
+        notes.append(f"only {support:.0%} of bootstrap curves agree with this outcome; "
+                     "add repeats (--repeats 3) or lengthen the window")
+
+    ratio_band = np.percentile(ratio_draws, [tail, 100 - tail], axis=0)
+    envelope, interpolated, outside = _envelope(run.summary, prompt_set, levels, base, spec)
+    if outside:
+        notes.append(f"dynamic levels outside the static grid have no envelope value: {outside}")
+    out.update(
+        threshold_batch_size=int(threshold),
+        outcome_support=round(support, 3),
+        interval_method=methods,
+        levels=levels,
+        ratio_by_concurrency={str(c): round(r, 4) for c, r in zip(levels, ratio, strict=True)},
+        ratio_interval_by_concurrency={
+            str(c): [round(float(ratio_band[0, i]), 4), round(float(ratio_band[1, i]), 4)]
+            for i, c in enumerate(levels)
+        },
+        batch_size_by_concurrency={str(c): round(b, 2) for c, b in zip(levels, batch, strict=True)},
+        envelope_efficiency=envelope,
+        envelope_interpolated=interpolated,
+        envelope_min=min(envelope.values()) if envelope else None,
+        notes=notes,
+    )
+    out["claim"] = _claim(prompt_set, out, levels)
+    out["sentence"] = f"{out['claim']}; {_advice(int(threshold), levels[-1])}"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole run
+
+
+def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Any]:
+    """The content of analysis.json for a run (see the module docstring for every rule)."""
+    if run.summary.empty:
+        raise AnalysisError(f"{run.path} has no measured points; run `specbench sweep` first")
+    present = set(run.modes)
+    for mode in STATIC_MODES:
+        if mode not in present:
+            raise AnalysisError(
+                f"{run.path} has no {mode} points, and the crossover needs baseline and eagle3; "
+                f"measure them with `specbench sweep --modes baseline,eagle3 --resume {run.path}`"
+            )
+    sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples)
+            for name in run.prompt_sets}
+    recommended = min(s["threshold_batch_size"] for s in sets.values())
+    if len(sets) > 1:
+        top = max(s["levels"][-1] for s in sets.values())
+        finding = ("; ".join(s["claim"] for s in sets.values())
+                   + f". Recommended: {_advice(recommended, top)} (the lowest over prompt sets).")
+    else:
+        finding = next(iter(sets.values()))["sentence"] + "."
+    return {
+        "analysis_version": ANALYSIS_VERSION,
+        "finding": finding,
+        "recommended_threshold": int(recommended),
+        "combine_rule": COMBINE_RULE,
+        "applied_threshold": applied_threshold(run),
+        "bootstrap": {"resamples": resamples, "seed": seed, "confidence": CONFIDENCE},
+        "prompt_sets": sets,
+    }
+
+
+def write_analysis(run: Run, *, seed: int = 0) -> dict[str, Any]:
+    """Analyse the run and write <run>/analysis.json atomically; returns what was written."""
+    result = analyze(run, seed=seed)
+    write_json_atomic(run.path / ANALYSIS_FILE, result)
+    run.analysis = result
+    return result
+
+
+def speculative_num_steps(run: Run) -> int:
+    """K of the run's EAGLE-3 server (from the manifest's config)."""
+    server = (run.manifest.get("config") or {}).get("server") or {}
+    steps = _as_float(server.get("speculative_num_steps"))
+    return int(steps) if math.isfinite(steps) else ServerConfig().speculative_num_steps
+
+
+def write_threshold_config(run: Run, path: Path, analysis: dict[str, Any] | None = None) -> Path:
+    """Write SGLang's adaptive JSON (``--speculative-adaptive-config``) for the recommendation."""
+    result = analysis if analysis is not None else _stored_or_fresh(run)
+    return write_adaptive_config(path, speculative_num_steps(run), result["recommended_threshold"])
+
+
+def threshold_summary(run: Run, analysis: dict[str, Any] | None = None) -> str:
+    """Plain text for `specbench threshold RUN_DIR`: per set c*, interval, T, then the advice."""
+    result = analysis if analysis is not None else _stored_or_fresh(run)
+    lines = []
+    for name, s in result["prompt_sets"].items():
+        lines.append(f"{name}: {s['sentence']}")
+        if s["outcome"] == "crossover":
+            lo, hi = s["interval"]
+            lines.append(
+                f"  c* = {s['crossover_concurrency']:.1f} (95% interval {lo:.1f}–{hi:.1f}), "
+                f"server batch size {s['crossover_batch_size']:.1f} -> threshold "
+                f"{s['threshold_batch_size']} (interval {s['threshold_interval'][0]}–"
+                f"{s['threshold_interval'][1]}), bootstrap support {s['outcome_support']:.0%}"
+            )
+        lines.extend(f"  note: {note}" for note in s["notes"])
+    k = speculative_num_steps(run)
+    t = result["recommended_threshold"]
+    rule = f" ({result['combine_rule']})" if len(result["prompt_sets"]) > 1 else ""
+    lines.append(f"recommended threshold: {t}{rule}")
+    if t <= 1:
+        lines.append("SGLang: run without speculative decoding, or draft zero steps at every "
+                     "batch size:")
+    else:
+        lines.append(f"SGLang: draft {k} steps below batch size {t}, none from {t} on:")
+    lines.append("  --speculative-adaptive --speculative-adaptive-config FILE  with FILE = "
+                 + json.dumps(adaptive_config(k, t)))
+    return "\n".join(lines)
+
+

@@ -1,0 +1,529 @@
+"""Closed-loop load for one measured point: users, warmup, window, cancellation, self-checks.
+
+:func:`run_point` drives ``c`` persistent users against one base URL. Each user sends its next
+request (taken from one shared cursor over the ordered request list, cycling) as soon as the
+last one ends, so the server sees ``c`` requests at all times (DESIGN §5). All users share ONE
+``aiohttp.ClientSession`` whose connector has no connection cap: aiohttp's default of 100
+would silently queue users above 100 inside the client.
+
+Timeline of a point (all times ``time.monotonic()``, the clock the simulator also uses)::
+
+    start ── warmup_s ──┬─ window opens when warmup is over AND all c users are in flight
+                        │  (scrape /metrics, note client CPU)
+                        └─ window closes after window_s or window_max_requests finished
+                           (scrape /metrics again, note client CPU), then every request
+                           still running is cancelled; its tokens inside the window count.
+
+The per-chunk hot path is one clock read and two list appends (the raw bytes and their
+arrival time). Streams are parsed by :mod:`specbench.load.protocols` after the point is over,
+outside the measured window: benchmarks/README.md has the numbers that chose this.
+
+The runner never raises on a bad response. Each failure is classified (see
+``protocols.ERROR_CLASSES``) and counted, and the users keep going. When for ``dead_server_s``
+nothing but connection failures came back, the server is gone: the point ends early with
+``server_gone=True`` so the caller can stop the sweep instead of spinning.
+
+The runner also watches itself: client CPU time over the window and the event-loop lag (how
+late a 10 ms sleep wakes up), so a point limited by the harness rather than the server can be
+flagged (:mod:`specbench.metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import resource
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+import numpy as np
+
+from specbench.load.protocols import ParsedStream, get_protocol
+from specbench.prompts import PromptRequest
+
+_LAG_PROBE_S = 0.010
+# A user whose connection was refused waits this long before trying again: the server cannot
+# take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
+_CONNECT_BACKOFF_S = 0.1
+_SCRAPE_TIMEOUT_S = 10.0
+_FD_HEADROOM = 64
+_DETAIL_CHARS = 200
+
+
+class LoadError(ValueError):
+    """A point that cannot be run as specified; the message names the cause and the fix."""
+
+
+@dataclass(frozen=True)
+class PointSpec:
+    """Everything one point needs; the load generator knows nothing of engines or modes.
+
+    Durations are wall-clock seconds (the caller divides model seconds by the simulator's time
+    scale).
+    """
+
+    base_url: str
+    protocol: str
+    model: str
+    concurrency: int
+    requests: Sequence[PromptRequest]
+    warmup_s: float
+    window_s: float
+    window_max_requests: int | None = None
+    request_timeout_s: float = 600.0
+    temperature: float = 0.0
+    api_key: str | None = field(default=None, repr=False)
+    scrape_metrics: bool = True
+    # Wall seconds of nothing but connect/server_gone failures after which the server is
+    # considered dead and the point ends.
+    dead_server_s: float = 3.0
+
+
+@dataclass(frozen=True, eq=False)
+class RequestRecord:
+    """One request as the client saw it. Times are monotonic seconds (wall clock).
+
+    ``chunk_t``/``chunk_tokens`` are parallel arrays: arrival time and cumulative completion
+    tokens reported by the server; they carry all token timing (several tokens may share one
+    chunk under speculative decoding).
+    """
+
+    request_id: int
+    user: int
+    prompt_id: str
+    category: str
+    max_tokens: int
+    t_send: float
+    t_first_token: float | None
+    t_end: float
+    chunk_t: np.ndarray
+    chunk_tokens: np.ndarray
+    prompt_tokens: int | None
+    completion_tokens: int
+    spec_verify_ct: int | None
+    status: str  # ok | cancelled | error
+    error_class: str | None
+    error_detail: str | None
+    finish_reason: str | None
+    http_status: int | None
+    n_chunks: int  # SSE events, [DONE] included
+    n_reads: int  # network reads that carried them
+    token_mismatch: bool  # final usage disagreed with the last streamed cumulative count
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    """One scrape of the server's Prometheus ``/metrics``.
+
+    ``values`` maps each ``sglang:*`` sample name to its value summed over label sets
+    (histogram buckets left out; ``_sum``/``_count`` kept). ``t`` is the monotonic time half
+    way through the scrape.
+    """
+
+    t: float
+    values: dict[str, float]
+
+
+@dataclass(frozen=True, eq=False)
+class PointResult:
+    records: list[RequestRecord]  # every request alive at any moment of the window
+    window_start: float
+    window_end: float
+    warmup_records: int  # requests that ended before the window opened (not kept)
+    warmup_errors: int
+    client_cpu_s: float  # process CPU time (user + system) spent inside the window
+    loop_lag_ms: dict[str, float]  # p50, p99, max oversleep of a 10 ms probe in the window
+    metrics_before: MetricsSnapshot | None
+    metrics_after: MetricsSnapshot | None
+    server_gone: bool
+    concurrency: int
+    protocol: str
+    end_reason: str  # window_s | window_max_requests | server_gone
+    # The window opened although not all users were in flight (failures kept some idle).
+    window_forced_open: bool = False
+
+    @property
+    def window_wall_s(self) -> float:
+        return self.window_end - self.window_start
+
+
+class _Flight:
+    """A request in progress; the hot path writes only ``times`` and ``reads``."""
+
+    __slots__ = ("error_class", "error_detail", "http_status", "prompt_index", "reads",
+                 "request_id", "status", "t_end", "t_send", "times", "user")
+
+    def __init__(self, request_id: int, user: int, prompt_index: int) -> None:
+        self.request_id = request_id
+        self.user = user
+        self.prompt_index = prompt_index
+        self.t_send = 0.0
+        self.t_end = 0.0
+        self.times: list[float] = []
+        self.reads: list[bytes] = []
+        self.http_status: int | None = None
+        self.status = "ok"
+        self.error_class: str | None = None
+        self.error_detail: str | None = None
+
+    def ended_cleanly(self) -> bool:
+        """Cheap check, without parsing, that the stream reached its [DONE]."""
+        if self.error_class is not None or not self.reads:
+            return False
+        tail = self.reads[-1] if len(self.reads[-1]) >= 16 else b"".join(self.reads[-2:])
+        return tail.rstrip().endswith(b"[DONE]")
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """``sglang:*`` samples of a Prometheus text page, summed over label sets."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("sglang:"):
+            continue
+        m = _SAMPLE_RE.match(line)
+        if m is None:
+            continue
+        name = m.group(1)
+        if name.endswith(("_bucket", "_created")):
+            continue
+        try:
+            value = float(m.group(2))
+        except ValueError:
+            continue
+        values[name] = values.get(name, 0.0) + value
+    return values
+
+
+_SAMPLE_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?\s+(\S+)(?:\s+\S+)?\s*$")
+
+
+def raise_fd_limit(concurrency: int) -> None:
+    """Make room for one socket per user: raise the soft RLIMIT_NOFILE up to the hard one."""
+    need = concurrency + _FD_HEADROOM
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise LoadError(
+                f"concurrency {concurrency} needs about {need} open files but the hard limit is "
+                f"{hard}; raise it (ulimit -Hn / limits.conf) or lower the concurrency"
+            )
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _validate(spec: PointSpec) -> None:
+    get_protocol(spec.protocol)
+    if spec.concurrency < 1:
+        raise LoadError(f"concurrency {spec.concurrency} must be at least 1")
+    if not spec.requests:
+        raise LoadError("the request list is empty; load a prompt set with at least one prompt")
+    if spec.window_s <= 0 or spec.warmup_s < 0:
+        raise LoadError("window_s must be > 0 and warmup_s >= 0; fix the [load] values")
+    if spec.window_max_requests is not None and spec.window_max_requests < 1:
+        raise LoadError("window_max_requests must be at least 1 (or unset)")
+    if spec.request_timeout_s <= 0:
+        raise LoadError("request_timeout_s must be > 0; fix the [load] value")
+    if not spec.base_url.startswith(("http://", "https://")):
+        raise LoadError(f"base URL {spec.base_url!r} must start with http:// or https://")
+
+
+def _percentiles_ms(samples: list[float]) -> dict[str, float]:
+    if not samples:
+        nan = float("nan")
+        return {"p50": nan, "p99": nan, "max": nan}
+    arr = np.asarray(samples) * 1000.0
+    return {"p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
+            "max": float(arr.max())}
+
+
+class _Point:
+    """State of one running point; methods run on one event loop, so no locks are needed."""
+
+    def __init__(self, spec: PointSpec, session: aiohttp.ClientSession) -> None:
+        self.spec = spec
+        self.session = session
+        self.protocol = get_protocol(spec.protocol)
+        self.url = spec.base_url.rstrip("/") + self.protocol.path
+        self.headers = {"Content-Type": "application/json"}
+        if spec.api_key:
+            self.headers["Authorization"] = f"Bearer {spec.api_key}"
+        # Bodies are encoded once; the hot path sends ready bytes.
+        self.bodies = [self.protocol.encode(r, spec.model, spec.temperature) for r in spec.requests]
+        self.cursor = 0
+        self.in_flight = 0
+        self.warm = False
+        self.window_start: float | None = None
+        self.window_end: float | None = None
+        self.cpu_start = 0.0
+        self.cpu_end = 0.0
+        self.window_forced_open = False
+        self.opened = asyncio.Event()
+        self.closing = asyncio.Event()
+        self.end_reason = "window_s"
+        self.kept: list[_Flight] = []
+        self.current: list[_Flight | None] = [None] * spec.concurrency
+        self.finished_in_window = 0
+        self.warmup_records = 0
+        self.warmup_errors = 0
+        self.server_seen = False
+        self.dead_since: float | None = None
+        self.server_gone = False
+        self.lag_samples: list[float] = []
+
+    # -- window edges -------------------------------------------------------------------
+    def open_window(self, forced: bool = False) -> None:
+        if self.window_start is not None or self.closing.is_set():
+            return
+        self.window_start = time.monotonic()
+        self.cpu_start = time.process_time()
+        self.window_forced_open = forced
+        self.opened.set()
+        loop = asyncio.get_running_loop()
+        # loop.time() is time.monotonic(), so the deadline is exact on the same clock.
+        loop.call_at(self.window_start + self.spec.window_s, self.close, "window_s")
+
+    def close(self, reason: str) -> None:
+        if self.closing.is_set():
+            return
+        now = time.monotonic()
+        if self.window_start is None:  # ended before the window could open
+            self.window_start = now
+            self.cpu_start = time.process_time()
+        self.window_end = now
+        self.cpu_end = time.process_time()
+        self.end_reason = reason
+        self.closing.set()
+
+    # -- users --------------------------------------------------------------------------
+    async def user(self, user: int) -> None:
+        n_prompts = len(self.bodies)
+        while not self.closing.is_set():
+            request_id = self.cursor
+            self.cursor += 1
+            flight = _Flight(request_id, user, request_id % n_prompts)
+            self.current[user] = flight
+            await self.send(flight)
+            self.current[user] = None
+            self.finish(flight)
+            if flight.error_class in ("connect", "server_gone"):
+                await asyncio.sleep(_CONNECT_BACKOFF_S)
+
+    async def send(self, flight: _Flight) -> None:
+        self.in_flight += 1
+        if self.warm and self.in_flight == self.spec.concurrency and self.window_start is None:
+            self.open_window()
+        flight.t_send = time.monotonic()
+        try:
+            async with self.session.post(self.url, data=self.bodies[flight.prompt_index],
+                                         headers=self.headers) as resp:
+                self.server_seen = True
+                flight.http_status = resp.status
+                if resp.status != 200:
+                    body = await resp.content.read(_DETAIL_CHARS)
+                    flight.error_class = "http_status"
+                    flight.error_detail = f"HTTP {resp.status}: " + body.decode("utf-8", "replace")
+                    return
+                content = resp.content
+                add_t = flight.times.append
+                add_r = flight.reads.append
+                clock = time.monotonic
+                while True:
+                    data = await content.readany()
+                    if not data:
+                        break
+                    add_t(clock())
+                    add_r(data)
+        except asyncio.CancelledError:
+            flight.status = "cancelled"
+            raise
+        except TimeoutError:
+            flight.error_class = "timeout"
+            flight.error_detail = f"no complete response within {self.spec.request_timeout_s:g} s"
+        except aiohttp.ClientConnectorError as exc:
+            flight.error_class = "server_gone" if self.server_seen else "connect"
+            flight.error_detail = str(exc)[:_DETAIL_CHARS]
+        except aiohttp.ClientPayloadError as exc:
+            flight.error_class = "stream_truncated"
+            flight.error_detail = str(exc)[:_DETAIL_CHARS]
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            flight.error_class = "server_gone"
+            flight.error_detail = str(exc)[:_DETAIL_CHARS] or type(exc).__name__
+        except Exception as exc:  # never let one bad response end the point
+            flight.error_class = "malformed_chunk"
+            flight.error_detail = f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS]
+        finally:
+            flight.t_end = time.monotonic()
+            self.in_flight -= 1
+
+    def finish(self, flight: _Flight) -> None:
+        """Account for a request that ended (not cancelled)."""
+        if self.window_start is None:
+            # Ended before the window: warmup, unmeasured; its bytes are dropped here.
+            self.warmup_records += 1
+            self.warmup_errors += flight.error_class is not None
+        elif not self.closing.is_set():
+            self.kept.append(flight)
+            if flight.ended_cleanly():
+                self.finished_in_window += 1
+                limit = self.spec.window_max_requests
+                if limit is not None and self.finished_in_window >= limit:
+                    self.close("window_max_requests")
+        else:
+            self.kept.append(flight)  # ended between the close and the cancellation
+        self.watch_server(flight)
+
+    def watch_server(self, flight: _Flight) -> None:
+        cls = flight.error_class
+        if cls in ("connect", "server_gone"):
+            if self.dead_since is None:
+                self.dead_since = flight.t_end
+            elif flight.t_end - self.dead_since >= self.spec.dead_server_s:
+                self.server_gone = True
+                self.close("server_gone")
+        elif cls in (None, "http_status", "malformed_chunk"):
+            self.dead_since = None  # the server answered
+
+    # -- self-checks --------------------------------------------------------------------
+    async def probe_lag(self) -> None:
+        while True:
+            t0 = time.monotonic()
+            await asyncio.sleep(_LAG_PROBE_S)
+            if self.window_start is not None and not self.closing.is_set():
+                self.lag_samples.append(time.monotonic() - t0 - _LAG_PROBE_S)
+
+    async def scrape(self) -> MetricsSnapshot | None:
+        url = self.spec.base_url.rstrip("/") + "/metrics"
+        t0 = time.monotonic()
+        try:
+            async with self.session.get(
+                url, headers=self.headers, timeout=aiohttp.ClientTimeout(total=_SCRAPE_TIMEOUT_S)
+            ) as resp:
+                if resp.status != 200:
+                    return None
+                text = await resp.text()
+        except (aiohttp.ClientError, TimeoutError, UnicodeDecodeError):
+            return None
+        t1 = time.monotonic()
+        return MetricsSnapshot(t=(t0 + t1) / 2, values=parse_prometheus(text))
+
+    # -- the point ----------------------------------------------------------------------
+    async def run(self) -> tuple[MetricsSnapshot | None, MetricsSnapshot | None]:
+        spec = self.spec
+        users = [asyncio.create_task(self.user(u)) for u in range(spec.concurrency)]
+        probe = asyncio.create_task(self.probe_lag())
+        before = after = None
+        try:
+            await _wait_any([self.closing], spec.warmup_s)
+            self.warm = True
+            if self.in_flight == spec.concurrency:
+                self.open_window()
+            # Users idle only between requests, so the window normally opens at once; when
+            # failures keep some idle (backoff), it opens anyway after a grace period.
+            await _wait_any([self.opened, self.closing], max(1.0, spec.window_s))
+            self.open_window(forced=True)
+            if spec.scrape_metrics and not self.closing.is_set():
+                before = await self.scrape()
+            await self.closing.wait()
+            if spec.scrape_metrics and not self.server_gone:
+                after = await self.scrape()
+        finally:
+            for task in [*users, probe]:
+                task.cancel()
+            await asyncio.gather(*users, probe, return_exceptions=True)
+            # Requests still running were cancelled; their tokens inside the window count.
+            self.kept.extend(f for f in self.current if f is not None)
+        return before, after
+
+    def records(self) -> list[RequestRecord]:
+        out = []
+        window_end = self.window_end if self.window_end is not None else float("inf")
+        for flight in sorted(self.kept, key=lambda f: f.request_id):
+            if flight.t_send < window_end:  # sent after the close: never part of the window
+                out.append(self.record(flight))
+        return out
+
+    def record(self, flight: _Flight) -> RequestRecord:
+        request = self.spec.requests[flight.prompt_index]
+        parsed: ParsedStream = self.protocol.parse(flight.reads, flight.times)
+        status, error_class, error_detail = "ok", flight.error_class, flight.error_detail
+        if flight.status == "cancelled":
+            status = "cancelled"
+            if parsed.error_class in ("malformed_chunk", "server_error"):
+                status, error_class, error_detail = "error", parsed.error_class, parsed.error_detail
+        elif error_class is not None:
+            status = "error"
+        elif parsed.error_class is not None:
+            status, error_class, error_detail = "error", parsed.error_class, parsed.error_detail
+        if status == "cancelled":
+            error_class = error_detail = None
+        return RequestRecord(
+            request_id=flight.request_id,
+            user=flight.user,
+            prompt_id=request.id,
+            category=request.category,
+            max_tokens=request.max_tokens,
+            t_send=flight.t_send,
+            t_first_token=parsed.t_first_token,
+            t_end=flight.t_end,
+            chunk_t=parsed.chunk_t,
+            chunk_tokens=parsed.chunk_tokens,
+            prompt_tokens=parsed.prompt_tokens,
+            completion_tokens=parsed.completion_tokens,
+            spec_verify_ct=parsed.spec_verify_ct,
+            status=status,
+            error_class=error_class,
+            error_detail=error_detail,
+            finish_reason=parsed.finish_reason,
+            http_status=flight.http_status,
+            n_chunks=parsed.n_events,
+            n_reads=len(flight.reads),
+            token_mismatch=parsed.token_mismatch,
+        )
+
+
+async def _wait_any(events: list[asyncio.Event], timeout_s: float) -> None:
+    """Return when one of the events is set or after timeout_s, whichever comes first."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+async def run_point(spec: PointSpec) -> PointResult:
+    """Measure one point; see the module docstring for the timeline. Never raises on a bad
+    response; raises :class:`LoadError` only for a spec that cannot be run."""
+    _validate(spec)
+    raise_fd_limit(spec.concurrency)
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+    timeout = aiohttp.ClientTimeout(total=spec.request_timeout_s,
+                                    sock_connect=min(spec.request_timeout_s, 30.0))
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        point = _Point(spec, session)
+        before, after = await point.run()
+    assert point.window_start is not None and point.window_end is not None
+    # Parsing happens here, after the window, so it never competes with the measurement.
+    records = point.records()
+    return PointResult(
+        records=records,
+        window_start=point.window_start,
+        window_end=point.window_end,
+        warmup_records=point.warmup_records,
+        warmup_errors=point.warmup_errors,
+        client_cpu_s=point.cpu_end - point.cpu_start,
+        loop_lag_ms=_percentiles_ms(point.lag_samples),
+        metrics_before=before,
+        metrics_after=after,
+        server_gone=point.server_gone,
+        concurrency=spec.concurrency,
+        protocol=spec.protocol,
+        end_reason=point.end_reason,
+        window_forced_open=point.window_forced_open,
+    )
+
+
+def run_point_sync(spec: PointSpec) -> PointResult:
+    """:func:`run_point` for callers without an event loop."""
+    return asyncio.run(run_point(spec))

@@ -1,0 +1,374 @@
+"""Per-request records -> per-request rows and a per-point summary, exact at the window edges.
+
+Two public functions feed a point file (:func:`specbench.results.write_point`):
+
+- :func:`requests_frame`: one row per request alive in the window;
+- :func:`summarize_point`: the point's summary row (the public columns of
+  ``results.SUMMARY_COLUMNS`` and more), with self-check ``flags``.
+
+**Time.** Records hold wall-clock monotonic seconds. Every duration is multiplied by
+``time_scale`` (the simulator's speed-up; 1.0 for real SGLang), so all reported times are
+simulated-GPU ("model") time, and are expressed relative to the window start. Client health
+numbers (CPU fraction, event-loop lag) stay in wall time: they describe this machine.
+
+**Tokens in the window.** A request's cumulative token count N(t) is known at each chunk's
+arrival; between chunks it is interpolated linearly (a chunk's tokens are spread over the gap
+since the previous chunk), before the first chunk it is 0 (the first chunk's tokens count at
+its arrival), after the last it stays flat. Tokens of a request inside a window (a, b] are
+N(b) - N(a), so windows add up exactly and a multi-token chunk straddling an edge is split in
+proportion to time, never counted whole on one side. Output tok/s is the sum over requests
+divided by the window length. Tokens of every request count, whatever its end (ok, cancelled,
+error): they are work the server did inside the window; failures are reported beside it.
+
+**Latency.** TTFT, E2E, ITL and TPOT come from requests that finished OK inside the window.
+ITL is token-normalised: a chunk that arrives g after the previous token-bearing chunk with k
+new tokens contributes k samples of g/k (so speculative decoding's multi-token chunks neither
+inflate ITL nor hide tokens).
+
+**Acceptance.** Verify-weighted over requests that finished in the window:
+sum(completion_tokens) / sum(spec_verify_ct); NaN when the server reported no verify counts
+(baseline). The server's own view, from ``/metrics`` counter deltas around the window, is
+reported beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.load.protocols import ERROR_CLASSES
+from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
+
+NAN = float("nan")
+
+# Self-check thresholds, in one place so that the advice texts can quote them.
+CLIENT_CPU_FRAC_MAX = 0.90  # the event loop is one thread: 1.0 is one core saturated
+LOOP_LAG_FLOOR_MS = 1.5  # wall; an idle loop oversleeps up to ~1 ms (epoll's ms timeout)
+LOOP_LAG_ITL_FRACTION = 0.5  # lag beyond half a token gap shifts token timestamps visibly
+SERVER_TOLERANCE = 0.10
+RUNNING_FRACTION_MIN = 0.80
+MIN_REQUESTS = 5
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_SEED = 0
+
+GEN_TOKENS = "sglang:generation_tokens_total"
+VERIFY_CALLS = "sglang:spec_verify_calls_total"
+RUNNING_SECONDS = "sglang:sim_running_reqs_seconds_total"
+QUEUE_REQS = "sglang:num_queue_reqs"
+
+
+class Flag(Enum):
+    """Per-point warnings; each member's advice says what it means and what to do."""
+
+    CLIENT_BOUND = "client_bound"
+    SERVER_DISAGREES = "server_disagrees"
+    CAPPED_BY_SERVER = "capped_by_server"
+    TOKEN_MISMATCH = "token_mismatch"
+    ERROR_BUDGET = "error_budget"
+    TOO_FEW_REQUESTS = "too_few_requests"
+
+    @property
+    def advice(self) -> str:
+        return _ADVICE[self]
+
+
+_ADVICE: dict[Flag, str] = {
+    Flag.CLIENT_BOUND: (
+        f"The load generator, not the server, may have limited this point: client CPU was above "
+        f"{CLIENT_CPU_FRAC_MAX:.0%} of a core or the event loop lagged by more than half a token "
+        f"gap (and {LOOP_LAG_FLOOR_MS} ms). Run the client on a quieter or faster machine, use "
+        "a lower --sim-time-scale, or lower the concurrency; see benchmarks/client_capacity.py."
+    ),
+    Flag.SERVER_DISAGREES: (
+        f"The server's generation-token counter over the window differs by more than "
+        f"{SERVER_TOLERANCE:.0%} from both the tokens the client saw and the tokens of requests "
+        "that finished in it. Check that nothing else sends load to this server, and use a "
+        "longer window (the counter moves when requests finish)."
+    ),
+    Flag.CAPPED_BY_SERVER: (
+        "The server ran fewer requests than the concurrency asked for (above "
+        "--max-running-requests, or requests queued while the running batch stayed below "
+        f"{RUNNING_FRACTION_MIN:.0%} of c): the point measures the server's cap, not c. Raise "
+        "--max-running-requests (equally for every mode) or the KV-cache budget."
+    ),
+    Flag.TOKEN_MISMATCH: (
+        "Token counts disagree: a final usage differed from the streamed cumulative count, or a "
+        "request finished for length with a count other than its max_tokens. Check the server "
+        "version and that it honours stream_options.continuous_usage_stats."
+    ),
+    Flag.ERROR_BUDGET: (
+        "More requests failed in the window than the error budget allows; the throughput is "
+        "not trustworthy. Look at the error columns (n_errors_*) and the server log, then rerun."
+    ),
+    Flag.TOO_FEW_REQUESTS: (
+        f"Fewer than {MIN_REQUESTS} requests finished in the window, so latency percentiles "
+        "and acceptance rest on very few samples. Use a longer window (window_s)."
+    ),
+}
+
+
+def explain_flag(name: str) -> str:
+    """The advice text of a flag name as it appears in the summary's ``flags`` column."""
+    try:
+        return Flag(name).advice
+    except ValueError:
+        known = ", ".join(f.value for f in Flag)
+        raise ValueError(f"unknown flag {name!r}; known flags are {known}") from None
+
+
+# -- token arithmetic ---------------------------------------------------------------------
+
+def tokens_at(chunk_t: np.ndarray, chunk_tokens: np.ndarray, t: float) -> float:
+    """Cumulative tokens of one request at time t (see the module docstring)."""
+    if len(chunk_t) == 0:
+        return 0.0
+    return float(np.interp(t, chunk_t, chunk_tokens, left=0.0))
+
+
+def window_tokens(chunk_t: np.ndarray, chunk_tokens: np.ndarray, start: float, end: float) -> float:
+    """Tokens of one request generated in the window (start, end]."""
+    if len(chunk_t) == 0 or end <= start:
+        return 0.0
+    lo, hi = np.interp([start, end], chunk_t, chunk_tokens, left=0.0)
+    return float(hi - lo)
+
+
+def token_gaps(chunk_t: np.ndarray, chunk_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(gap since the previous token-bearing chunk, new tokens) for each chunk after the first.
+
+    Chunks that add no tokens (role, finish, usage chunks) are skipped, so a gap always runs
+    from one token-bearing chunk to the next.
+    """
+    if len(chunk_t) == 0:
+        return np.empty(0), np.empty(0, dtype=np.int64)
+    bearing = np.flatnonzero(np.diff(chunk_tokens, prepend=0) > 0)
+    return np.diff(chunk_t[bearing]), np.diff(chunk_tokens[bearing])
+
+
+def _itl_samples_s(chunk_t: np.ndarray, chunk_tokens: np.ndarray) -> np.ndarray:
+    gaps, tokens = token_gaps(chunk_t, chunk_tokens)
+    return np.repeat(gaps / np.maximum(tokens, 1), tokens)
+
+
+# -- per-request rows ---------------------------------------------------------------------
+
+def _finished_in_window(rec: RequestRecord, start: float, end: float) -> bool:
+    return rec.status == "ok" and start < rec.t_end <= end
+
+
+def _request_row(rec: RequestRecord, start: float, end: float, scale: float) -> dict[str, Any]:
+    ms = scale * 1000.0
+    ttft = (rec.t_first_token - rec.t_send) * ms if rec.t_first_token is not None else NAN
+    e2e = (rec.t_end - rec.t_send) * ms
+    gaps, tokens = token_gaps(rec.chunk_t, rec.chunk_tokens)
+    itl_mean = gaps.sum() / tokens.sum() * ms if tokens.sum() > 0 else NAN
+    tpot = (e2e - ttft) / (rec.completion_tokens - 1) if rec.completion_tokens > 1 else NAN
+    return {
+        "request_id": rec.request_id,
+        "user": rec.user,
+        "prompt_id": rec.prompt_id,
+        "category": rec.category,
+        "status": rec.status,
+        "error_class": rec.error_class,
+        "error_detail": rec.error_detail,
+        "finish_reason": rec.finish_reason,
+        "http_status": rec.http_status,
+        "prompt_tokens": rec.prompt_tokens,
+        "completion_tokens": rec.completion_tokens,
+        "max_tokens": rec.max_tokens,
+        "spec_verify_ct": rec.spec_verify_ct,
+        "n_chunks": rec.n_chunks,
+        "n_reads": rec.n_reads,
+        "token_mismatch": rec.token_mismatch,
+        "finished_in_window": _finished_in_window(rec, start, end),
+        "t_send_s": (rec.t_send - start) * scale,
+        "t_first_token_s": (
+            (rec.t_first_token - start) * scale if rec.t_first_token is not None else NAN),
+        "t_end_s": (rec.t_end - start) * scale,
+        "ttft_ms": ttft,
+        "e2e_ms": e2e,
+        "itl_ms_mean": itl_mean,
+        "tpot_ms": tpot,
+        "window_tokens": window_tokens(rec.chunk_t, rec.chunk_tokens, start, end),
+        "chunk_t_s": (rec.chunk_t - start) * scale,
+        "chunk_tokens": rec.chunk_tokens,
+    }
+
+
+_NULLABLE_INT = ("http_status", "prompt_tokens", "spec_verify_ct")
+_STRINGS = ("prompt_id", "category", "status", "error_class", "error_detail", "finish_reason")
+FRAME_COLUMNS: tuple[str, ...] = (
+    "request_id", "user", "prompt_id", "category", "status", "error_class", "error_detail",
+    "finish_reason", "http_status", "prompt_tokens", "completion_tokens", "max_tokens",
+    "spec_verify_ct", "n_chunks", "n_reads", "token_mismatch", "finished_in_window", "t_send_s",
+    "t_first_token_s", "t_end_s", "ttft_ms", "e2e_ms", "itl_ms_mean", "tpot_ms",
+    "window_tokens", "chunk_t_s", "chunk_tokens",
+)
+
+
+def requests_frame(result: PointResult, time_scale: float) -> pd.DataFrame:
+    """One row per request alive in the window; times in model seconds/ms from window start.
+
+    ``chunk_t_s``/``chunk_tokens`` are list columns: each request's (arrival, cumulative
+    tokens) points, from which any other window can be recomputed.
+    """
+    start, end = result.window_start, result.window_end
+    rows = [_request_row(rec, start, end, time_scale) for rec in result.records]
+    frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+    for col in _NULLABLE_INT:
+        frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
+    for col in _STRINGS:
+        frame[col] = frame[col].astype("string")
+    for col in ("request_id", "user", "completion_tokens", "max_tokens", "n_chunks", "n_reads"):
+        frame[col] = frame[col].astype("int64")
+    for col in ("token_mismatch", "finished_in_window"):
+        frame[col] = frame[col].astype("bool")
+    return frame
+
+
+# -- per-point summary --------------------------------------------------------------------
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else NAN
+
+
+def bootstrap_rate_ci(tokens: np.ndarray, window_s: float, resamples: int = BOOTSTRAP_RESAMPLES,
+                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of sum(tokens)/window_s, resampling requests."""
+    n = len(tokens)
+    if n == 0 or window_s <= 0:
+        return NAN, NAN
+    rng = np.random.default_rng(seed)
+    totals = np.empty(resamples)
+    batch = max(1, min(resamples, 2_000_000 // n))  # bound memory at ~16 MB of indices
+    for lo in range(0, resamples, batch):
+        hi = min(resamples, lo + batch)
+        idx = rng.integers(0, n, size=(hi - lo, n))
+        totals[lo:hi] = tokens[idx].sum(axis=1)
+    low, high = np.percentile(totals / window_s, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, name: str) -> float:
+    if before is None or after is None:
+        return NAN
+    if name not in before.values or name not in after.values:
+        return NAN
+    return after.values[name] - before.values[name]
+
+
+def _ratio(num: float, den: float) -> float:
+    if not math.isfinite(num) or not math.isfinite(den) or den == 0:
+        return NAN
+    return num / den
+
+
+def _within(value: float, reference: float, tolerance: float) -> bool:
+    if not math.isfinite(value) or not reference > 0:
+        return False
+    return abs(value - reference) <= tolerance * reference
+
+
+def summarize_point(result: PointResult, time_scale: float, max_running_requests: int | None,
+                    error_budget: float) -> dict[str, Any]:
+    """The summary row of one point (model time; see the module docstring for definitions)."""
+    start, end = result.window_start, result.window_end
+    records = result.records
+    wall_s = end - start
+    window_s = wall_s * time_scale
+    ms = time_scale * 1000.0
+    c = result.concurrency
+
+    wtok = np.array([window_tokens(r.chunk_t, r.chunk_tokens, start, end) for r in records])
+    total_tokens = float(wtok.sum()) if len(wtok) else 0.0
+    output_tok_s = _ratio(total_tokens, window_s)
+
+    done = [r for r in records if _finished_in_window(r, start, end)]
+    errors = [r for r in records if r.status == "error" and start < r.t_end <= end]
+    n_requests, n_errors = len(done), len(errors)
+    ttft = np.array([(r.t_first_token - r.t_send) * ms for r in done
+                     if r.t_first_token is not None])
+    e2e = np.array([(r.t_end - r.t_send) * ms for r in done])
+    tpot = np.array([((r.t_end - r.t_first_token) * ms) / (r.completion_tokens - 1)
+                     for r in done if r.t_first_token is not None and r.completion_tokens > 1])
+    itl = (np.concatenate([_itl_samples_s(r.chunk_t, r.chunk_tokens) for r in done]) * ms
+           if done else np.empty(0))
+    bearing_chunks = sum(int(np.count_nonzero(np.diff(r.chunk_tokens, prepend=0) > 0))
+                         for r in done)
+    done_tokens = sum(r.completion_tokens for r in done)
+
+    spec = [r for r in done if r.spec_verify_ct]
+    accept_length = _ratio(float(sum(r.completion_tokens for r in spec)),
+                           float(sum(r.spec_verify_ct or 0 for r in spec)))
+
+    before, after = result.metrics_before, result.metrics_after
+    scrape_s = (after.t - before.t) * time_scale if before and after else NAN
+    server_tokens = _delta(before, after, GEN_TOKENS)
+    server_output_tok_s = _ratio(server_tokens, scrape_s)
+    server_accept_length = _ratio(server_tokens, _delta(before, after, VERIFY_CALLS))
+    server_running = _ratio(_delta(before, after, RUNNING_SECONDS), scrape_s)
+    queued = max((s.values.get(QUEUE_REQS, 0.0) for s in (before, after) if s), default=0.0)
+
+    lo, hi = bootstrap_rate_ci(wtok, window_s)
+    row: dict[str, Any] = {
+        "n_requests": n_requests,
+        "n_errors": n_errors,
+        "window_s": window_s,
+        "output_tok_s": output_tok_s,
+        "requests_per_s": _ratio(float(n_requests), window_s),
+        "ttft_ms_p50": _pct(ttft, 50), "ttft_ms_p90": _pct(ttft, 90), "ttft_ms_p99": _pct(ttft, 99),
+        "itl_ms_p50": _pct(itl, 50), "itl_ms_p90": _pct(itl, 90), "itl_ms_p99": _pct(itl, 99),
+        "tpot_ms_p50": _pct(tpot, 50),
+        "e2e_ms_p50": _pct(e2e, 50), "e2e_ms_p90": _pct(e2e, 90), "e2e_ms_p99": _pct(e2e, 99),
+        "per_user_tok_s": _ratio(output_tok_s, float(c)),
+        "accept_length": accept_length,
+        "tokens_per_chunk": _ratio(float(done_tokens), float(bearing_chunks)),
+        "server_output_tok_s": server_output_tok_s,
+        "server_accept_length": server_accept_length,
+        "server_running_reqs_mean": server_running,
+        "client_cpu_frac": _ratio(result.client_cpu_s, wall_s),
+        "loop_lag_ms_p50": result.loop_lag_ms.get("p50", NAN),
+        "loop_lag_ms_p99": result.loop_lag_ms.get("p99", NAN),
+        "loop_lag_ms_max": result.loop_lag_ms.get("max", NAN),
+        "n_cancelled": sum(r.status == "cancelled" for r in records),
+        **{f"n_errors_{cls}": sum(r.error_class == cls for r in errors) for cls in ERROR_CLASSES},
+        "output_tok_s_ci_low": lo,
+        "output_tok_s_ci_high": hi,
+        "window_wall_s": wall_s,
+        "time_scale": time_scale,
+        "warmup_requests": result.warmup_records,
+        "end_reason": result.end_reason,
+        "server_gone": result.server_gone,
+    }
+
+    flags: list[Flag] = []
+    itl_wall_ms = row["itl_ms_p50"] / time_scale
+    lag_limit_ms = LOOP_LAG_FLOOR_MS
+    if math.isfinite(itl_wall_ms):
+        lag_limit_ms = max(lag_limit_ms, LOOP_LAG_ITL_FRACTION * itl_wall_ms)
+    if (row["client_cpu_frac"] >= CLIENT_CPU_FRAC_MAX
+            or row["loop_lag_ms_p99"] > lag_limit_ms):  # NaN compares False: no evidence
+        flags.append(Flag.CLIENT_BOUND)
+    if math.isfinite(server_output_tok_s) and math.isfinite(output_tok_s):
+        finished_rate = _ratio(float(done_tokens), window_s)
+        if not (_within(server_output_tok_s, output_tok_s, SERVER_TOLERANCE)
+                or _within(server_output_tok_s, finished_rate, SERVER_TOLERANCE)):
+            flags.append(Flag.SERVER_DISAGREES)
+    if (max_running_requests is not None and c > max_running_requests) or (
+            queued > 0 and server_running < RUNNING_FRACTION_MIN * c):
+        flags.append(Flag.CAPPED_BY_SERVER)
+    if any(r.token_mismatch or (r.status == "ok" and (
+            r.completion_tokens > r.max_tokens
+            or (r.finish_reason == "length" and r.completion_tokens != r.max_tokens)))
+           for r in records):
+        flags.append(Flag.TOKEN_MISMATCH)
+    if n_errors > error_budget * (n_requests + n_errors):
+        flags.append(Flag.ERROR_BUDGET)
+    if n_requests < MIN_REQUESTS:
+        flags.append(Flag.TOO_FEW_REQUESTS)
+    row["flags"] = ";".join(f.value for f in flags)
+    return row

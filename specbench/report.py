@@ -1,0 +1,388 @@
+"""What a run found, for people: rich tables in the terminal and <run>/report.md.
+
+Both start with the finding (where EAGLE-3 stops paying off and the threshold to use), then
+give per prompt set the table behind it: concurrency vs output tok/s per mode, the
+EAGLE-3/baseline ratio, acceptance length, envelope efficiency of the dynamic-disable server,
+and any flags the measurement raised. report.md adds the figures, acceptance per prompt
+sub-category, and what each flag means. Everything comes from the run directory through
+:func:`specbench.results.load_run` and from :mod:`specbench.analysis`; a run without both
+static modes still gets its tables, only without a crossover.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from specbench.analysis import current_analysis
+from specbench.plots import FIGURE_NAMES, MODE_ORDER, plot_run, point_means
+from specbench.results import Run, RunDirError, write_text_atomic
+
+REPORT_FILE = "report.md"
+RATIO_HEADER = "ratio"
+TABLE_LEGEND = ("ratio = EAGLE-3 tok/s / baseline tok/s; accept = tokens per verify step; "
+                "E(c) = dynamic / max(baseline, EAGLE-3)")
+# Short mode names keep the tables narrow enough for a terminal.
+_SHORT: dict[str, str] = {"baseline": "baseline", "eagle3": "EAGLE-3", "dynamic": "dynamic"}
+_TINY: dict[str, str] = {"baseline": "base", "eagle3": "E3", "dynamic": "dyn"}
+_FIGURE_CAPTIONS: dict[str, str] = {
+    "throughput": "Output throughput per mode (bands: min-max over repeats, else 95% CI)",
+    "ratio": "EAGLE-3 / baseline throughput ratio with its 95% bootstrap band",
+    "acceptance": "Acceptance length (tokens per verify step)",
+    "latency": "TTFT and inter-token latency, p50 and p99",
+    "envelope": "Envelope efficiency of the dynamic-disable server",
+}
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    """One line of a per-prompt-set table (None where nothing was measured)."""
+
+    concurrency: int
+    tok_s: dict[str, float | None]
+    ratio: float | None
+    accept_length: dict[str, float | None]
+    envelope: float | None
+    flags: dict[str, list[str]]  # flag name -> modes whose point at this level raised it
+
+
+def _num(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def level_rows(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[LevelRow]:
+    """The per-level table of one prompt set, shared by the terminal and report.md."""
+    means = point_means(run)
+    means = means[means["prompt_set"] == prompt_set]
+    set_result = (result or {}).get("prompt_sets", {}).get(prompt_set, {})
+    ratios = set_result.get("ratio_by_concurrency", {})
+    envelope = set_result.get("envelope_efficiency", {})
+    flags = run.summary[run.summary["prompt_set"] == prompt_set]
+    rows = []
+    for c in sorted(int(c) for c in means["concurrency"].unique()):
+        at_c = means[means["concurrency"] == c].set_index("mode")
+        point_flags: dict[str, list[str]] = {}
+        for r in flags[flags["concurrency"] == c].itertuples():
+            for name in str(r.flags).split(";"):
+                if name.strip() and str(r.mode) not in point_flags.setdefault(name.strip(), []):
+                    point_flags[name.strip()].append(str(r.mode))
+        rows.append(LevelRow(
+            concurrency=c,
+            tok_s={m: _num(at_c["output_tok_s"].get(m)) for m in MODE_ORDER},
+            ratio=_num(ratios.get(str(c))),
+            accept_length={m: _num(at_c["accept_length"].get(m)) for m in ("eagle3", "dynamic")},
+            envelope=_num(envelope.get(str(c))),
+            flags=point_flags,
+        ))
+    return rows
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _flags_cell(row: LevelRow) -> str:
+    # "client_bound (base, E3)": one entry per flag, the modes that raised it in brackets.
+    return "; ".join(
+        f"{name} ({', '.join(_TINY[m] for m in sorted(modes, key=MODE_ORDER.index))})"
+        for name, modes in sorted(row.flags.items()))
+
+
+def _columns(rows: list[LevelRow]) -> list[tuple[str, Callable[[LevelRow], str]]]:
+    """Header and formatter of each column that has data in these rows."""
+
+    def tok_s(mode: str) -> Callable[[LevelRow], str]:
+        return lambda r: _fmt(r.tok_s[mode], ",.0f")
+
+    def accept(mode: str) -> Callable[[LevelRow], str]:
+        return lambda r: _fmt(r.accept_length[mode], ".2f")
+
+    cols: list[tuple[str, Callable[[LevelRow], str]]] = [("c", lambda r: str(r.concurrency))]
+    cols += [(f"{_SHORT[m]} tok/s", tok_s(m)) for m in MODE_ORDER
+             if any(r.tok_s[m] is not None for r in rows)]
+    if any(r.ratio is not None for r in rows):
+        cols.append((RATIO_HEADER, lambda r: _fmt(r.ratio, ".2f")))
+    cols += [(f"accept {_SHORT[m]}", accept(m)) for m in ("eagle3", "dynamic")
+             if any(r.accept_length[m] is not None for r in rows)]
+    if any(r.envelope is not None for r in rows):
+        cols.append(("E(c)", lambda r: _fmt(r.envelope, ".3f")))
+    cols.append(("flags", _flags_cell))
+    return cols
+
+
+def _threshold_lines(result: dict[str, Any]) -> list[str]:
+    """Why the recommended threshold is what it is, and what this run's dynamic server used."""
+    lines = []
+    if len(result["prompt_sets"]) > 1:
+        lines.append(f"Threshold rule: {result['combine_rule']}.")
+    applied = result.get("applied_threshold")
+    if applied is not None and applied != result["recommended_threshold"]:
+        lines.append(f"The dynamic-disable server in this run used T = {applied}.")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# terminal
+
+
+def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = None) -> None:
+    """Print the finding, then per prompt set the table of c vs tok/s, ratio, acceptance, E(c)."""
+    result = result if result is not None else current_analysis(run)
+    if result is not None:
+        body = "\n".join([f"[bold]{result['finding']}[/]", *_threshold_lines(result)])
+        console.print(Panel(body, title="specbench finding", expand=False))
+    else:
+        console.print(Panel("No crossover: the run needs both baseline and eagle3 points.",
+                            title="specbench", expand=False))
+    for prompt_set in run.prompt_sets:
+        rows = level_rows(run, prompt_set, result)
+        set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
+        title = f"{prompt_set}: {set_result['sentence']}" if set_result else prompt_set
+        table = Table(title=title, title_justify="left", caption=TABLE_LEGEND,
+                      caption_justify="left")
+        # Flags go under the table: a column of them would squeeze the numbers in a terminal.
+        columns = [col for col in _columns(rows) if col[0] != "flags"]
+        for header, _ in columns:
+            # Two-line headers ("baseline" over "tok/s") keep the table within 80 columns.
+            table.add_column(header.replace(" ", "\n", 1) if header != "c" else header,
+                             justify="right", no_wrap=True)
+        for row in rows:
+            cells = [render(row) for _, render in columns]
+            if row.ratio is not None:
+                ratio_at = [h for h, _ in columns].index(RATIO_HEADER)
+                style = "green" if row.ratio >= 1.0 else "red"
+                cells[ratio_at] = f"[{style}]{cells[ratio_at]}[/]"
+            table.add_row(*cells)
+        console.print(table)
+        for row in rows:
+            if row.flags:
+                console.print(f"  [yellow]flags at c={row.concurrency}:[/] {_flags_cell(row)}",
+                              highlight=False)
+        for note in (set_result or {}).get("notes", []):
+            console.print(f"  [yellow]note:[/] {note}")
+
+
+# ---------------------------------------------------------------------------------------------
+# report.md
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
+             "|" + "|".join("---:" if h not in ("flags", "category", "prompt set", "outcome",
+                                               "notes") else "---" for h in headers) + "|"]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _finished_in_window(requests: pd.DataFrame, window_s: float | None) -> pd.Series:
+    """Requests that completed inside the measured window (the ones acceptance is counted over).
+
+    specbench.metrics records this as `finished_in_window`; rows without that column (older
+    runs) are judged from status and end time relative to the window start.
+    """
+    if "finished_in_window" in requests.columns:
+        return requests["finished_in_window"].fillna(False).astype(bool)
+    mask = pd.Series(True, index=requests.index)
+    if "status" in requests.columns:
+        mask &= requests["status"] == "ok"
+    end_s = None
+    if "t_end_s" in requests.columns:
+        end_s = pd.to_numeric(requests["t_end_s"], errors="coerce")
+    elif {"t_send_s", "e2e_ms"} <= set(requests.columns):
+        end_s = (pd.to_numeric(requests["t_send_s"], errors="coerce")
+                 + pd.to_numeric(requests["e2e_ms"], errors="coerce") / 1000.0)
+    if end_s is not None and window_s is not None:
+        mask &= (end_s > 0) & (end_s <= window_s)
+    return mask
+
+
+def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
+    """Verify-weighted accept length per category and speculative mode, pooled over levels.
+
+    Sum of completion_tokens / sum of spec_verify_ct over requests that finished in the window,
+    as the per-point accept length is defined. None when the rows carry no category.
+    """
+    points = run.summary[(run.summary["prompt_set"] == prompt_set)
+                         & run.summary["mode"].isin(("eagle3", "dynamic"))]
+    frames = []
+    needed = ["category", "completion_tokens", "spec_verify_ct"]
+    for point in points.to_dict("records"):
+        mode = str(point["mode"])
+        try:
+            requests = run.requests(mode, prompt_set, int(point["concurrency"]),
+                                    int(point["repeat"]))
+        except (RunDirError, OSError):
+            continue  # committed references keep only the summary
+        if not set(needed) <= set(requests.columns):
+            continue
+        done = requests[_finished_in_window(requests, _num(point["window_s"]))]
+        frames.append(done[needed].assign(mode=mode))
+    if not frames:
+        return None
+    rows = pd.concat(frames, ignore_index=True)
+    rows["spec_verify_ct"] = pd.to_numeric(rows["spec_verify_ct"], errors="coerce")
+    rows["completion_tokens"] = pd.to_numeric(rows["completion_tokens"], errors="coerce")
+    rows = rows[rows["spec_verify_ct"] > 0]
+    if rows.empty:
+        return None
+    sums = rows.groupby(["category", "mode"])[["completion_tokens", "spec_verify_ct"]].sum()
+    table = (sums["completion_tokens"] / sums["spec_verify_ct"]).unstack("mode")
+    table["requests"] = rows.groupby("category").size()
+    return table
+
+
+def _flag_explainer() -> Callable[[str], str]:
+    # specbench.metrics owns the flag texts; fall back to the bare name if it is not there.
+    try:
+        metrics = importlib.import_module("specbench.metrics")
+    except ImportError:
+        return lambda name: ""
+    explain = getattr(metrics, "explain_flag", None)
+    if explain is None:
+        return lambda name: ""
+
+    def safe(name: str) -> str:
+        try:
+            return str(explain(name))
+        except (KeyError, ValueError):
+            return ""
+
+    return safe
+
+
+def _flags_section(run: Run) -> list[str]:
+    where: dict[str, list[str]] = {}
+    for r in run.summary.itertuples():
+        for name in str(r.flags).split(";"):
+            if name.strip():
+                where.setdefault(name.strip(), []).append(
+                    f"{r.mode}/{r.prompt_set}/c{r.concurrency}-r{r.repeat}")
+    if not where:
+        return ["No point raised a flag."]
+    explain = _flag_explainer()
+    lines = []
+    for name, points in sorted(where.items()):
+        text = explain(name)
+        lines.append(f"- **{name}**" + (f" — {text}" if text else "")
+                     + f" ({len(points)} point{'s' if len(points) > 1 else ''}: "
+                     + ", ".join(points) + ")")
+    return lines
+
+
+def _run_section(run: Run) -> list[str]:
+    config = run.manifest.get("config") or {}
+    server = config.get("server") or {}
+    sim = config.get("sim") or {}
+    load = config.get("load") or {}
+    engine = run.manifest.get("engine") or {}
+    command = run.manifest.get("command")
+    facts = [
+        ("command", " ".join(command) if isinstance(command, list) else command),
+        ("engine", config.get("engine")),
+        ("engine version", engine.get("version") if isinstance(engine, dict) else None),
+        ("GPU", run.manifest.get("gpu")),
+        ("model", server.get("model_path")),
+        ("draft model", server.get("draft_model_path")),
+        ("speculative steps", server.get("speculative_num_steps")),
+        ("sim profile", sim.get("profile") if config.get("engine") == "sim" else None),
+        ("protocol", load.get("protocol")),
+        ("window (s)", load.get("window_s")),
+        ("repeats", load.get("repeats")),
+        ("started", run.manifest.get("started_at")),
+        ("ended", run.manifest.get("ended_at")),
+    ]
+    return [f"- {name}: `{value}`" for name, value in facts if value not in (None, "")]
+
+
+def render_markdown(run: Run, result: dict[str, Any] | None,
+                    figure_names: list[str] | None = None, plot_error: str | None = None) -> str:
+    """The text of report.md (figure links are relative to the run directory)."""
+    out = [f"# specbench report: {run.path.name}", ""]
+    if result is not None:
+        out += [f"**Finding.** {result['finding']}", ""]
+        out += [line for text in _threshold_lines(result) for line in (text, "")]
+        out += ["| prompt set | outcome | c* | 95% interval | threshold T | support | notes |"]
+        out += ["|---|---|---:|---:|---:|---:|---|"]
+        for name, s in result["prompt_sets"].items():
+            c_star = _fmt(s["crossover_concurrency"], ".1f")
+            interval = ("–" if s["interval"] is None
+                        else f"{s['interval'][0]:.1f}–{s['interval'][1]:.1f}")
+            notes = "; ".join(s["notes"]).replace("|", "\\|")
+            out.append(f"| {name} | {s['outcome']} | {c_star} | {interval} | "
+                       f"{s['threshold_batch_size']} | {s['outcome_support']:.0%} | {notes} |")
+        out += ["", "c* is where EAGLE-3's output tok/s falls below the baseline's (log-linear "
+                "interpolation between measured levels); T maps it to the server's batch size. "
+                "Support is the share of bootstrap curves with the same outcome.", ""]
+    else:
+        out += ["**Finding.** No crossover: this run lacks baseline or eagle3 points.", ""]
+
+    for prompt_set in run.prompt_sets:
+        set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
+        out += [f"## {prompt_set}", ""]
+        if set_result:
+            out += [set_result["sentence"] + ".", ""]
+        rows = level_rows(run, prompt_set, result)
+        columns = _columns(rows)
+        out += [_md_table([h for h, _ in columns],
+                          [[render(r) for _, render in columns] for r in rows]), ""]
+    if run.prompt_sets:
+        out += [f"_{TABLE_LEGEND}._", ""]
+
+    figures = figure_names if figure_names is not None else []
+    if figures or plot_error:
+        out += ["## Figures", ""]
+        for name in figures:
+            out += [f"![{_FIGURE_CAPTIONS.get(name, name)}](plots/{name}.png)", ""]
+        if plot_error:
+            out += [f"The figures could not be drawn ({plot_error}); run `specbench plot "
+                    f"{run.path}` to retry.", ""]
+
+    category_parts: list[str] = []
+    for prompt_set in run.prompt_sets:
+        table = acceptance_by_category(run, prompt_set)
+        if table is None:
+            continue
+        modes = [m for m in ("eagle3", "dynamic") if m in table.columns]
+        headers = ["category", *(f"accept {_SHORT[m]}" for m in modes), "requests"]
+        body = [[str(cat), *("–" if _num(row[m]) is None else f"{row[m]:.2f}" for m in modes),
+                 str(int(row["requests"]))] for cat, row in table.iterrows()]
+        category_parts += [f"### {prompt_set}", "", _md_table(headers, body), ""]
+    if category_parts:
+        out += ["## Acceptance by category", "",
+                "Verify-weighted over requests that finished in the window, all levels pooled: "
+                "sum of completion tokens / sum of verify steps.", "", *category_parts]
+
+    out += ["## Flags", "", *_flags_section(run), "", "## Run", "", *_run_section(run), ""]
+    return "\n".join(out)
+
+
+def write_report(run: Run, result: dict[str, Any] | None = None) -> Path:
+    """Write <run>/report.md; figures are drawn first when <run>/plots lacks them."""
+    result = result if result is not None else current_analysis(run)
+    plots_dir = run.path / "plots"
+    plot_error = None
+    if not all((plots_dir / f"{name}.png").exists() for name in ("throughput", "latency")):
+        try:
+            plot_run(run, result=result)
+        except Exception as exc:  # a figure failing must not cost the user the report
+            plot_error = f"{type(exc).__name__}: {exc}"
+    figures = [n for n in FIGURE_NAMES if (plots_dir / f"{n}.png").exists()]
+    path = run.path / REPORT_FILE
+    write_text_atomic(path, render_markdown(run, result, figures, plot_error))
+    return path

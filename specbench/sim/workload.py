@@ -1,0 +1,224 @@
+"""What the simulated model "says": prompt rendering, token counts, output lengths, acceptance.
+
+Speculative decoding is lossless under greedy decoding, so a baseline and an EAGLE-3 server
+must produce the same output for the same prompt. The simulator gets that for free by deriving
+everything about a request from a seeded hash of its rendered prompt text:
+
+* prompt tokens = ceil(characters / 4) of a deterministic rendering of messages and tools
+  (no tokenizer offline; 4 characters per token is the usual English/JSON ratio);
+* the natural output length (where the model would stop on its own) is log-normal around a
+  per-workload mean, so identical prompts stop at identical lengths in every mode;
+* the per-token acceptance probability alpha of the draft head is drawn around a mean picked
+  by the profile's rule table (first regex found in the prompt wins; then "agentic" when the
+  request carries tools or tool messages; then the default);
+* output text is a deterministic sequence of short filler tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+from specbench.sim.costmodel import Workload
+
+CHARS_PER_TOKEN = 4
+_NORMAL = NormalDist()
+
+# Filler vocabulary: code-ish pieces so that streamed text looks plausible in logs.
+_VOCAB: tuple[str, ...] = (
+    "def",
+    " ",
+    "self",
+    ".",
+    "(",
+    ")",
+    ":",
+    "\n",
+    "    ",
+    "return",
+    " x",
+    " =",
+    " 1",
+    ",",
+    " if",
+    " for",
+    " in",
+    " range",
+    "_",
+    "value",
+    " None",
+    " not",
+    " and",
+    " or",
+    "[",
+    "]",
+    " result",
+    " +",
+    " -",
+    " *",
+    " len",
+    "(x)",
+    " key",
+    " item",
+    " data",
+    " cache",
+    " path",
+    " import",
+    " from",
+    " class",
+    " test",
+    " assert",
+    " ==",
+    " True",
+    " False",
+    " error",
+    " raise",
+    " try",
+    " except",
+    " with",
+    " open",
+    " file",
+    " line",
+    " n",
+    " i",
+    " 0",
+    " 2",
+    '"',
+    "'",
+    "{",
+    "}",
+    " #",
+    " the",
+    " code",
+)
+_TOKEN_POOL_SIZE = 1 << 16
+_rng = random.Random(20261129)
+_TOKEN_POOL: tuple[int, ...] = tuple(_rng.randrange(len(_VOCAB)) for _ in range(_TOKEN_POOL_SIZE))
+_TEXT_POOL: tuple[str, ...] = tuple(_VOCAB[i] for i in _TOKEN_POOL)
+TOKEN_ID_BASE = 1000  # filler token i has id TOKEN_ID_BASE + vocabulary index
+del _rng
+
+
+def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
+    """A deterministic text rendering of a chat request (stands in for the chat template)."""
+    parts: list[str] = []
+    if tools:
+        parts.append(
+            "<|tools|>\n" + json.dumps(tools, sort_keys=True, separators=(",", ":")) + "\n"
+        )
+    for message in messages:
+        role = str(message.get("role", "user"))
+        content = message.get("content")
+        if isinstance(content, list):  # OpenAI content parts
+            content = "".join(
+                str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
+            )
+        parts.append(f"<|{role}|>\n{content or ''}")
+        tool_calls = message.get("tool_calls")
+        if tool_calls:
+            parts.append(json.dumps(tool_calls, sort_keys=True, separators=(",", ":")))
+        parts.append("\n")
+    parts.append("<|assistant|>\n")
+    return "".join(parts)
+
+
+def is_agentic(messages: list[dict[str, Any]], tools: list[Any] | None) -> bool:
+    """Tool use marks agentic work: a tools list, tool results or assistant tool calls."""
+    if tools:
+        return True
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+
+
+def count_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
+
+
+@dataclass(frozen=True)
+class RequestTraits:
+    """Everything the simulator decides about one request, from its prompt alone."""
+
+    prompt_tokens: int
+    natural_output_tokens: int  # where the model stops on its own (EOS)
+    alpha: float  # per-token draft acceptance probability
+    category: str  # matched rule name, "agentic" or "default"
+    seed: int  # seeds the per-request RNG (acceptance draws) and the filler text
+
+
+class TraitModel:
+    """Maps prompt text to :class:`RequestTraits` for one profile and seed."""
+
+    def __init__(self, workload: Workload, seed: int) -> None:
+        self.workload = workload
+        self.seed = seed
+        self._rules = [
+            (
+                re.compile(rule.pattern),
+                rule.name or rule.pattern,
+                rule.alpha,
+                rule.output_tokens_mean,
+            )
+            for rule in workload.rules
+        ]
+
+    def traits(
+        self, text: str, *, agentic: bool, prompt_tokens: int | None = None
+    ) -> RequestTraits:
+        digest = hashlib.sha256(
+            f"{self.seed}\x00".encode() + text.encode("utf-8", "replace")
+        ).digest()
+        u_len, u_alpha, u_seed = (
+            (int.from_bytes(digest[i : i + 8], "big") + 0.5) / 2.0**64 for i in (0, 8, 16)
+        )
+        w = self.workload
+        category, mean_alpha, mean_len = "default", w.default_alpha, w.coding_output_tokens_mean
+        if agentic:
+            category, mean_alpha, mean_len = (
+                "agentic",
+                w.agentic_alpha,
+                w.agentic_output_tokens_mean,
+            )
+        for pattern, name, alpha, out_mean in self._rules:
+            if pattern.search(text):
+                category, mean_alpha = name, alpha
+                if out_mean is not None:
+                    mean_len = out_mean
+                break
+        sigma = w.output_tokens_sigma
+        # Log-normal with the requested mean: mu = ln(mean) - sigma^2/2.
+        mu = math.log(max(mean_len, 1.0)) - sigma * sigma / 2.0
+        natural = math.exp(mu + sigma * _NORMAL.inv_cdf(u_len))
+        natural_tokens = int(min(max(1, round(natural)), 16 * mean_len + 1))
+        alpha = mean_alpha + w.alpha_jitter_sd * _NORMAL.inv_cdf(u_alpha)
+        alpha = min(w.alpha_max, max(w.alpha_min, alpha))
+        return RequestTraits(
+            prompt_tokens=prompt_tokens if prompt_tokens is not None else count_tokens(text),
+            natural_output_tokens=natural_tokens,
+            alpha=alpha,
+            category=category,
+            seed=int(u_seed * 2**62),
+        )
+
+
+def filler_text(seed: int, start: int, stop: int) -> str:
+    """Text of output tokens [start, stop) of the request with this seed."""
+    if stop <= start:
+        return ""
+    offset = seed % _TOKEN_POOL_SIZE
+    a, b = offset + start, offset + stop
+    if b <= _TOKEN_POOL_SIZE:
+        return "".join(_TEXT_POOL[a:b])
+    return "".join(_TEXT_POOL[i % _TOKEN_POOL_SIZE] for i in range(a, b))
+
+
+def filler_ids(seed: int, start: int, stop: int) -> list[int]:
+    """Token ids of output tokens [start, stop) of the request with this seed."""
+    offset = seed % _TOKEN_POOL_SIZE
+    return [
+        TOKEN_ID_BASE + _TOKEN_POOL[(offset + i) % _TOKEN_POOL_SIZE] for i in range(start, stop)
+    ]

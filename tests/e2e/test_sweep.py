@@ -1,0 +1,154 @@
+"""The whole `specbench sweep` against the simulated server: results, failures, signals, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from specbench import results
+from tests.e2e.conftest import run_cli, sim_processes
+
+pytestmark = pytest.mark.slow
+
+# Small and fast: short windows, a fast simulator, few levels.
+FAST = ["--sim-time-scale", "8", "--warmup-s", "0.5", "--window-s", "2", "--request-timeout-s", "30"]
+
+
+def _sweep(tmp_path: Path, port: int, *extra: str, name: str = "run") -> subprocess.CompletedProcess[str]:
+    return run_cli(["sweep", "--port", str(port), "--results-dir", str(tmp_path / "res"),
+                    "--run-name", name, *FAST, *extra], cwd=tmp_path)
+
+
+def _keys(run_dir: Path) -> list[tuple[str, str, int, int]]:
+    return sorted((k.mode, k.prompt_set, k.concurrency, k.repeat) for k in results.measured_keys(run_dir))
+
+
+def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
+    proc = _sweep(tmp_path, port, "--concurrency", "1,8,64")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = tmp_path / "res" / "run"
+    run = results.load_run(run_dir)
+    assert run.manifest["status"] == "complete"
+    assert set(run.summary["mode"]) == {"baseline", "eagle3", "dynamic"}
+    assert set(run.summary["prompt_set"]) == {"coding", "agentic"}
+    for col in results.SUMMARY_COLUMNS:
+        assert col in run.summary.columns
+    base = run.summary[run.summary["mode"] == "baseline"]
+    assert (base["output_tok_s"] > 0).all()
+    assert base["accept_length"].isna().all()
+    eagle = run.summary[run.summary["mode"] == "eagle3"]
+    assert (eagle["accept_length"] > 1.0).all()
+    for name in ("summary.parquet", "summary.csv", "report.md", "analysis.json",
+                 "servers/baseline.log", "servers/dynamic.adaptive.json"):
+        assert (run_dir / name).exists(), name
+    assert any((run_dir / "plots").glob("*.png"))
+    analysis = json.loads((run_dir / "analysis.json").read_text())
+    threshold = analysis["recommended_threshold"]
+    assert run.manifest["threshold"]["value"] == threshold
+    cfg = json.loads((run_dir / "servers" / "dynamic.adaptive.json").read_text())
+    assert cfg[str(threshold)] == {"candidate_steps": [0]} or threshold == 1
+    assert sim_processes(port) == []
+
+
+def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> None:
+    # The server crashes after 40 requests; with no retries the sweep stops with one message.
+    proc = _sweep(tmp_path, port, "--modes", "baseline", "--prompts", "coding",
+                  "--concurrency", "1,4,16,64", "--sim-arg=--sim-crash-after-requests 40",
+                  "--max-point-retries", "0")
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    run_dir = tmp_path / "res" / "run"
+    assert str(run_dir / "servers" / "baseline.log") in proc.stderr
+    assert "--resume" in proc.stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    failed = [k for k, v in manifest["points"].items() if v["status"] == "failed"]
+    assert len(failed) == 1
+    kept = _keys(run_dir)
+    assert kept, "points measured before the crash must stay on disk"
+    assert all(manifest["points"][f"{m}/{s}/c{c}-r{r}"]["status"] == "ok" for m, s, c, r in kept)
+    assert sim_processes(port) == []
+
+
+def test_server_crash_is_retried_with_a_restart(tmp_path: Path, port: int) -> None:
+    proc = _sweep(tmp_path, port, "--modes", "baseline", "--prompts", "coding",
+                  "--concurrency", "1,4,16", "--sim-arg=--sim-crash-after-requests 30",
+                  "--max-point-retries", "5")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_dir = tmp_path / "res" / "run"
+    assert _keys(run_dir) == [("baseline", "coding", c, 0) for c in (1, 4, 16)]
+    assert "restarting the baseline server" in proc.stdout
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)])
+def test_signal_stops_servers_keeps_points(tmp_path: Path, port: int, sig: int, code: int) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = [sys.executable, "-m", "specbench", "sweep", "--port", str(port), "--results-dir",
+            str(tmp_path / "res"), "--run-name", "run", *FAST, "--concurrency", "1,2,4,8,16,32"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run_dir = tmp_path / "res" / "run"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(results.point_files(run_dir)) < 2:
+        time.sleep(0.2)
+    assert results.point_files(run_dir), "no point was measured in time"
+    before = _keys(run_dir)
+    t0 = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10, "servers must be stopped within 10 s"
+    assert proc.returncode == code, err[-2000:]
+    assert "Traceback" not in err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    assert set(before) <= set(_keys(run_dir))
+    assert sim_processes(port) == []
+
+
+def test_sigkill_then_resume_completes_exactly_once(tmp_path: Path, port: int) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    levels = "1,2,4,8"
+    args = [sys.executable, "-m", "specbench", "sweep", "--port", str(port), "--results-dir",
+            str(tmp_path / "res"), "--run-name", "run", *FAST, "--concurrency", levels,
+            "--modes", "baseline,eagle3", "--prompts", "coding"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = tmp_path / "res" / "run"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(results.point_files(run_dir)) < 2:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while sim_processes(port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sim_processes(port) == [], "a server survived SIGKILL of specbench"
+    partial = _keys(run_dir)
+    assert 0 < len(partial) < 8
+    mtimes = {p: p.stat().st_mtime_ns for p in results.point_files(run_dir)}
+    done = run_cli(["sweep", "--resume", str(run_dir)], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    keys = _keys(run_dir)
+    assert keys == sorted((m, "coding", c, 0) for m in ("baseline", "eagle3") for c in (1, 2, 4, 8))
+    for path, mtime in mtimes.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was measured twice"
+    summary = pd.read_parquet(run_dir / "summary.parquet")
+    assert len(summary) == 8 and not summary.duplicated(["mode", "prompt_set", "concurrency", "repeat"]).any()
+
+
+def test_resume_refuses_a_different_config(tmp_path: Path, port: int) -> None:
+    proc = _sweep(tmp_path, port, "--modes", "baseline", "--prompts", "coding", "--concurrency", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_dir = tmp_path / "res" / "run"
+    again = run_cli(["sweep", "--resume", str(run_dir), "--concurrency", "1,2"], cwd=tmp_path)
+    assert again.returncode == 2
+    assert again.stderr.strip().splitlines() == [
+        f"error: cannot resume {run_dir}: concurrency differs from the stored run ((1,) vs (1, 2)); "
+        "drop that option or start a new run"
+    ]

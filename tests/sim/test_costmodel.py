@@ -1,0 +1,179 @@
+"""The step-time model against the measured H200 table, and the crossover it implies."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from specbench.sim.costmodel import (
+    ProfileError,
+    crossover_table,
+    decode_step,
+    expected_accept_length,
+    load_profile,
+    predict_output_tok_s,
+    prefill_step,
+)
+
+# shared/reference/speculation-under-load.md §4.3 (1x H200, bf16, CUDA graph), milliseconds.
+MEASURED_N = (1, 16, 32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048, 4096)
+MEASURED_TARGET_MS = (
+    3.98,
+    4.05,
+    4.13,
+    4.19,
+    4.37,
+    4.55,
+    4.90,
+    5.48,
+    6.58,
+    9.56,
+    12.00,
+    23.51,
+    45.91,
+    91.28,
+)
+MEASURED_HEAD_MS = (
+    0.226,
+    0.225,
+    0.230,
+    0.235,
+    0.246,
+    0.259,
+    0.278,
+    0.326,
+    0.371,
+    0.537,
+    0.678,
+    1.338,
+    2.592,
+    5.129,
+)
+
+
+@pytest.fixture(scope="module")
+def profile():  # type: ignore[no-untyped-def]
+    return load_profile("llama-3.1-8b-1xh200")
+
+
+@pytest.mark.parametrize(
+    ("n", "measured_ms"), list(zip(MEASURED_N, MEASURED_TARGET_MS, strict=True))
+)
+def test_target_linear_reproduces_measured_table(profile, n: int, measured_ms: float) -> None:
+    assert profile.target_linear.time_ms(n) == pytest.approx(measured_ms, rel=0.05)
+
+
+@pytest.mark.parametrize(("n", "measured_ms"), list(zip(MEASURED_N, MEASURED_HEAD_MS, strict=True)))
+def test_draft_head_linear_reproduces_measured_table(profile, n: int, measured_ms: float) -> None:
+    assert profile.draft_linear.time_ms(n) == pytest.approx(measured_ms, rel=0.05)
+
+
+def test_knee_is_near_180_tokens(profile) -> None:
+    assert 160 <= profile.target_linear.knee_tokens <= 200
+
+
+def test_accept_length_formula() -> None:
+    assert expected_accept_length(0.0, 3) == pytest.approx(1.0)
+    assert expected_accept_length(0.7, 3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
+    assert expected_accept_length(0.9, 0) == 1.0
+
+
+def test_zero_step_costs_more_than_plain_decode_and_less_than_drafting(profile) -> None:
+    b, kv = 64, 64 * 2000
+    plain = decode_step(profile, b, kv, speculative=False).total_ms
+    zero = decode_step(profile, b, kv, speculative=True, num_steps=0).total_ms
+    zero_skip = decode_step(
+        profile, b, kv, speculative=True, num_steps=0, skip_zero_step_draft_extend=True
+    ).total_ms
+    full = decode_step(profile, b, kv, speculative=True, num_steps=3).total_ms
+    assert plain < zero_skip < zero < full
+    # SGLang's zero-step tax: a one-token verify + draft extend, a few percent to ~25 % over plain.
+    assert 1.02 < zero / plain < 1.35
+
+
+def test_verify_reads_kv_at_kappa(profile) -> None:
+    b, kv = 32, 32 * 4000
+    parts = decode_step(profile, b, kv, speculative=True, num_steps=3).parts
+    plain = decode_step(profile, b, kv, speculative=False).parts
+    fixed = profile.target_attention.n_layers * profile.target_attention.layer_fixed_ms
+    ratio = (parts["target_attention"] - fixed) / (plain["target_attention"] - fixed)
+    assert ratio == pytest.approx(profile.overheads.verify_kappa)
+
+
+def test_prefill_costs_grow_with_prompt_and_draft_extend(profile) -> None:
+    short = prefill_step(profile, [(1000, 0)], speculative=False).total_ms
+    long = prefill_step(profile, [(8000, 0)], speculative=False).total_ms
+    spec = prefill_step(profile, [(8000, 0)], speculative=True).total_ms
+    assert long > 6 * short
+    assert long < spec < 1.1 * long
+
+
+def test_batch_one_speedup_is_near_published_eagle3_numbers(profile) -> None:
+    # SGLang docs: 2.36x at batch 1 on H100 for MT-bench; chain K=3 at alpha 0.72 gives ~2x.
+    base = predict_output_tok_s(profile, 1, 1000, speculative=False)
+    spec = predict_output_tok_s(profile, 1, 1000, speculative=True, alpha=0.72)
+    assert 210 < base < 250  # ~4.3 ms per token on an H200
+    assert 1.7 < spec / base < 2.4
+
+
+def test_crossover_table_shows_eagle3_ahead_low_and_baseline_ahead_at_250(profile) -> None:
+    rows = crossover_table(profile, batches=(1, 16, 32, 48, 64, 96, 128, 192, 250))
+    print("\nworkload  batch  baseline_tok_s  eagle3_tok_s  ratio")
+    for r in rows:
+        print(
+            f"{r['workload']:8s} {r['batch']:6d} {r['baseline_tok_s']:14.0f} "
+            f"{r['eagle3_tok_s']:13.0f} {r['ratio']:6.2f}"
+        )
+    by = {(r["workload"], r["batch"]): r["ratio"] for r in rows}
+    for workload in ("coding", "agentic"):
+        assert by[(workload, 1)] > 1.4
+        assert by[(workload, 250)] < 0.95
+
+    def crossover(workload: str) -> int:
+        return min(b for (w, b), ratio in by.items() if w == workload and ratio < 1.0)
+
+    assert crossover("agentic") < crossover("coding")
+    assert 16 <= crossover("agentic") <= 96
+    assert 48 <= crossover("coding") <= 192
+
+
+def test_kappa_moves_the_crossover(profile) -> None:
+    ideal = dataclasses.replace(
+        profile, overheads=dataclasses.replace(profile.overheads, verify_kappa=1.0)
+    )
+    slow = dataclasses.replace(
+        profile, overheads=dataclasses.replace(profile.overheads, verify_kappa=3.2)
+    )
+    ratio = {
+        k: predict_output_tok_s(p, 128, 4000, speculative=True, alpha=0.7)
+        / predict_output_tok_s(p, 128, 4000, speculative=False)
+        for k, p in (("ideal", ideal), ("slow", slow))
+    }
+    assert ratio["ideal"] > 1.0 > ratio["slow"]
+
+
+def test_kv_capacity_is_smaller_with_a_draft(profile) -> None:
+    kv = profile.target_attention.kv_bytes_per_token
+    base = profile.memory.kv_capacity_tokens(kv, with_draft=False)
+    spec = profile.memory.kv_capacity_tokens(
+        kv + profile.draft_attention.kv_bytes_per_token, with_draft=True
+    )
+    assert 600_000 < spec < base < 900_000
+
+
+def test_unknown_profile_names_the_choices() -> None:
+    with pytest.raises(ProfileError, match=r"llama-3\.1-8b-1xh200"):
+        load_profile("no-such-profile")
+
+
+def test_profile_from_path_with_bad_keys(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    src = Path(load_profile().source_path).read_text()
+    bad.write_text(src.replace("t_c0_ms = 0.6", "t_c0_ms = 0.6\nbogus_ms = 1"))
+    with pytest.raises(ProfileError, match=r"bad keys in \[target_linear\]"):
+        load_profile(str(bad))
+    good = tmp_path / "good.toml"
+    good.write_text(src)
+    assert load_profile(str(good)).target_linear.t_mem_ms == pytest.approx(3.98)

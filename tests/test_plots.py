@@ -1,0 +1,124 @@
+"""Figures: files written, titles that state the finding, crossover and threshold drawn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.lines import Line2D
+
+from specbench import plots
+from specbench.analysis import AnalysisError, analyze
+from specbench.results import load_run
+from tests.test_analysis import baseline_curve, make_run, ratio_crossing_at, static_curves
+
+LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def xs(line: Line2D) -> list[float]:
+    return np.asarray(line.get_xdata(), dtype=float).tolist()
+
+
+def ys(line: Line2D) -> list[float]:
+    return np.asarray(line.get_ydata(), dtype=float).tolist()
+
+
+def _with_dynamic(threshold: int | None = 32) -> dict[tuple[str, str], dict[int, float]]:
+    ratio = ratio_crossing_at(24.0)
+    curves = static_curves(ratio, levels=LEVELS)
+    curves[("dynamic", "coding")] = {c: baseline_curve(c) * max(ratio(c), 1.0) * 0.97
+                                     for c in LEVELS}
+    return curves
+
+
+def test_plot_run_writes_png_and_svg_for_every_figure(tmp_path: Path) -> None:
+    run = load_run(make_run(tmp_path, _with_dynamic()))
+    paths = plots.plot_run(run)
+    names = sorted(p.name for p in paths)
+    expected = sorted(f"{n}.{ext}" for n in plots.FIGURE_NAMES for ext in ("png", "svg"))
+    assert names == expected
+    for path in paths:
+        assert path.parent == run.path / "plots"
+        head = path.read_bytes()[:8]
+        assert head.startswith(b"\x89PNG") if path.suffix == ".png" else b"<?xml" in head
+        assert path.stat().st_size > 5_000
+    assert not list((run.path / "plots").glob(".*"))  # no temporary files left behind
+
+
+def test_out_dir_and_no_envelope_without_dynamic(tmp_path: Path) -> None:
+    run = load_run(make_run(tmp_path, static_curves(ratio_crossing_at(24.0), levels=LEVELS)))
+    paths = plots.plot_run(run, out_dir=tmp_path / "figs")
+    assert {p.stem for p in paths} == {"throughput", "ratio", "acceptance", "latency"}
+    assert all(p.parent == tmp_path / "figs" for p in paths)
+
+
+def test_titles_state_the_finding_and_the_crossover_is_drawn(tmp_path: Path) -> None:
+    flags = {("baseline", "coding", 128): "client_bound"}
+    run = load_run(make_run(tmp_path, _with_dynamic(), flags=flags))
+    result = analyze(run)
+    c_star = result["prompt_sets"]["coding"]["crossover_concurrency"]
+    assert c_star == pytest.approx(24.0, rel=1e-6)
+    figs = plots.figures(run, result)
+
+    throughput = figs["throughput"]
+    assert "EAGLE-3 faster below c≈24" in throughput.get_suptitle().replace("\n", " ")
+    ax = throughput.axes[0]
+    assert ax.get_xscale() == "log"
+    assert "concurrent requests" in ax.get_xlabel() and "tokens/s" in ax.get_ylabel()
+    vertical = [line for line in ax.get_lines() if xs(line) == [c_star, c_star]]
+    assert vertical, "the crossover c* is drawn as a vertical line"
+    legend = ax.get_legend()
+    assert legend is not None
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert "threshold T=24 (batch size)" in labels
+    assert {"baseline", "EAGLE-3", "dynamic-disable"} <= set(labels)
+    flagged = [line for line in ax.get_lines()
+               if str(line.get_label()).startswith("point with flags")]
+    assert [xs(line) for line in flagged] == [[128]]
+    assert ys(flagged[0]) == [pytest.approx(baseline_curve(128))]
+    # One colour per mode, the same in every figure.
+    colours = {line.get_label(): line.get_color() for line in ax.get_lines()}
+    assert colours["EAGLE-3"] == plots.MODE_COLORS["eagle3"]
+
+    ratio_ax = figs["ratio"].axes[0]
+    assert any(ys(line) == [1.0, 1.0] for line in ratio_ax.get_lines())
+    # r = 1 + 0.2 log2(24 / c): 1.92 at c=1, 0.52 at c=128.
+    assert "×1.92 at c=1 → ×0.52 at c=128" in ratio_ax.get_title().replace("\n", " ")
+
+    envelope = figs["envelope"]
+    title = envelope.get_suptitle().replace("\n", " ")
+    assert "keeps ≥95% of the better static mode" in title and "lowest 0.97" in title
+
+
+def test_envelope_title_names_the_worst_level_when_dynamic_loses(tmp_path: Path) -> None:
+    curves = _with_dynamic()
+    curves[("dynamic", "coding")][64] = baseline_curve(64) * 0.8
+    run = load_run(make_run(tmp_path, curves))
+    title = plots.figures(run)["envelope"].get_suptitle().replace("\n", " ")
+    assert "falls to 0.80 of the better static mode at c=64 (coding)" in title
+
+
+def test_baseline_only_run_still_plots_what_was_measured(tmp_path: Path) -> None:
+    run = load_run(make_run(tmp_path, {("baseline", "coding"): {c: baseline_curve(c)
+                                                                 for c in LEVELS}}))
+    with pytest.raises(AnalysisError):
+        analyze(run)
+    paths = plots.plot_run(run)
+    assert {p.stem for p in paths} == {"throughput", "latency"}
+
+
+def test_point_means_bands_from_repeats_or_ci(tmp_path: Path) -> None:
+    curves: dict[tuple[str, str], dict[int, float | Sequence[float]]] = {
+        ("baseline", "coding"): {1: [90.0, 100.0, 110.0], 2: 200.0},
+        ("eagle3", "coding"): {1: [150.0, 160.0, 170.0], 2: 220.0},
+    }
+    run = load_run(make_run(tmp_path, curves, ci_rel=0.05))
+    means = plots.point_means(run).set_index(["mode", "concurrency"])
+    # Repeats: min-max over repeats; one repeat: the 95% CI columns.
+    assert means.loc[("baseline", 1), "output_tok_s"] == pytest.approx(100.0)
+    assert means.loc[("baseline", 1), "tok_s_band_low"] == pytest.approx(90.0)
+    assert means.loc[("baseline", 1), "tok_s_band_high"] == pytest.approx(110.0)
+    assert means.loc[("baseline", 2), "tok_s_band_low"] == pytest.approx(190.0)
+    assert means.loc[("baseline", 2), "tok_s_band_high"] == pytest.approx(210.0)
