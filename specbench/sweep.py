@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import signal
 import socket
 import sys
@@ -310,7 +311,9 @@ def start_server(mode: str, cfg: SweepConfig, run_dir: Path, threshold: int | No
                 f"--attach {mode}={url} serves a {found} server according to /server_info; "
                 f"attach it as {found}= or point {mode}= at the right server"
             )
-        server = Server(mode, url.rstrip("/"), argv=list(info.get("launch_command", []) or []),
+        launch = info.get("launch_command") or []
+        argv = shlex.split(launch) if isinstance(launch, str) else [str(a) for a in launch]
+        server = Server(mode, url.rstrip("/"), argv=argv,
                         env={}, time_scale=float(info.get("sim_time_scale", 1.0)), info=info)
         _verify(server, cfg, threshold, launched=False)
         return server

@@ -21,10 +21,12 @@ def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
     """SGLang's adaptive JSON: K steps below batch size T, no drafting from T on.
 
     Single-candidate slots never move (the EMA policy has nothing to choose), so the switch is
-    a pure batch-size threshold. With T == 1 every batch runs zero steps.
+    a pure batch-size threshold. With T == 1 every batch runs zero steps; K still has to appear
+    in some slot (a "0" slot no batch reaches), or SGLang refuses the explicit
+    `--speculative-num-steps K` as "not in the adaptive config candidate_steps".
     """
     if threshold <= 1:
-        return {"1": {"candidate_steps": [0]}}
+        return {"0": {"candidate_steps": [num_steps]}, "1": {"candidate_steps": [0]}}
     return {"1": {"candidate_steps": [num_steps]}, str(threshold): {"candidate_steps": [0]}}
 
 

@@ -79,7 +79,7 @@ def server_command(server: ServerConfig) -> list[str]:
     is_sglang_serve = (
         len(command) >= 2 and Path(command[-2]).name == "sglang" and command[-1] == "serve"
     )
-    if is_sglang_serve and "--model-type" not in command:
+    if is_sglang_serve and not any(a.startswith("--model-type") for a in command):
         command += ["--model-type", "llm"]
     return command
 

@@ -52,6 +52,18 @@ _FD_HEADROOM = 64
 _DETAIL_CHARS = 200
 
 
+# asyncio's socket transport reads with recv(256 KiB). Above glibc's mmap threshold (128 KiB)
+# every read then costs mmap + mremap + munmap and a page fault, more than the rest of the hot
+# path (benchmarks/README.md); stream chunks are far smaller, so reads of 64 KiB lose nothing.
+_READ_SIZE = 64 * 1024
+
+
+def _cap_read_size(resp: aiohttp.ClientResponse) -> None:
+    transport = resp.connection.transport if resp.connection is not None else None
+    if transport is not None and getattr(transport, "max_size", 0) > _READ_SIZE:
+        transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
+
+
 class LoadError(ValueError):
     """A point that cannot be run as specified; the message names the cause and the fix."""
 
@@ -98,8 +110,9 @@ class RequestRecord:
     t_send: float
     t_first_token: float | None
     t_end: float
-    chunk_t: np.ndarray
-    chunk_tokens: np.ndarray
+    # repr=False: asyncio.run (3.11) reprs the finished task's result; arrays make that slow.
+    chunk_t: np.ndarray = field(repr=False)
+    chunk_tokens: np.ndarray = field(repr=False)
     prompt_tokens: int | None
     completion_tokens: int
     spec_verify_ct: int | None
@@ -128,11 +141,12 @@ class MetricsSnapshot:
 
 @dataclass(frozen=True, eq=False)
 class PointResult:
-    records: list[RequestRecord]  # every request alive at any moment of the window
+    # Every request alive at any moment of the window. repr=False: see RequestRecord.
+    records: list[RequestRecord] = field(repr=False)
     window_start: float
     window_end: float
-    warmup_records: int  # requests that ended before the window opened (not kept)
-    warmup_errors: int
+    warmup_records: int  # requests that ended before the window opened (not kept, not parsed)
+    warmup_errors: int  # of those, transport-level failures (connect, HTTP status, timeout...)
     client_cpu_s: float  # process CPU time (user + system) spent inside the window
     loop_lag_ms: dict[str, float]  # p50, p99, max oversleep of a 10 ms probe in the window
     metrics_before: MetricsSnapshot | None
@@ -319,6 +333,7 @@ class _Point:
                                          headers=self.headers) as resp:
                 self.server_seen = True
                 flight.http_status = resp.status
+                _cap_read_size(resp)
                 if resp.status != 200:
                     body = await resp.content.read(_DETAIL_CHARS)
                     flight.error_class = "http_status"

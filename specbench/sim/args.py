@@ -67,6 +67,7 @@ class SlotConfig:
     warmup_batches: int = 10
     down_hysteresis: float = -0.25
     up_hysteresis: float = 0.0
+    ceiling_coeff: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,7 @@ def load_adaptive_config(path: str | None) -> tuple[SlotConfig, ...]:
                 warmup_batches=int(merged["warmup_batches"]),
                 down_hysteresis=float(merged["down_hysteresis"]),
                 up_hysteresis=float(merged["up_hysteresis"]),
+                ceiling_coeff=float(merged["ceiling_coeff"]),
             )
         )
     if not slots:
@@ -378,13 +380,6 @@ def resolve(
                     f"candidate_steps {union}",
                 )
             draft_tokens = steps + 1
-            log.append(
-                (
-                    "info",
-                    f"AdaptiveSpeculativeParams initialized: steps={steps}, candidate_steps="
-                    + str({str(s.key): list(s.candidate_steps) for s in slots}),
-                )
-            )
         # 2. The EAGLE family caps the batch when the user did not choose.
         if max_running is None:
             max_running = 48

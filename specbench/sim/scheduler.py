@@ -129,47 +129,68 @@ class SimRequest:
 
 @dataclass
 class SlotState:
-    """Runtime state of one adaptive slot (SGLang's AdaptiveStepSlot, simplified)."""
+    """Runtime state of one adaptive slot, with SGLang 0.5.23's AdaptiveStepSlot policy.
+
+    The EMA tracks accepted drafts per request (bonus token excluded) and only moves while
+    drafting. After `warmup_batches` verifies, every `update_interval` verifies: step down
+    while the EMA is at or below the previous candidate - 0.5 (0.5 when that candidate is 0)
+    plus `down_hysteresis`; otherwise step up while it is above the current step - 0.5 plus
+    `up_hysteresis`; from zero steps, always probe the next candidate.
+    """
 
     config: SlotConfig
     current: int
     ema: float
     batch_count: int = 0
 
+    @classmethod
+    def start(cls, config: SlotConfig, initial_steps: int) -> SlotState:
+        cands = config.candidate_steps
+        current = initial_steps if initial_steps in cands else cands[len(cands) // 2]
+        return cls(config, current, float(current - 1))
+
     def on_verify(self, mean_accepted: float) -> int | None:
         """Feed one verify's mean accepted drafts; return the new step count if it changes."""
         cfg = self.config
-        self.batch_count += 1
         if self.current > 0:
             self.ema = (1.0 - cfg.ema_alpha) * self.ema + cfg.ema_alpha * mean_accepted
-        cands = cfg.candidate_steps
-        if len(cands) < 2 or self.batch_count < cfg.warmup_batches:
+        self.batch_count += 1
+        if self.batch_count <= cfg.warmup_batches:
             return None
         if (self.batch_count - cfg.warmup_batches) % cfg.update_interval != 0:
             return None
-        idx = cands.index(self.current)
-        if self.current == 0:
-            # From zero steps SGLang always probes the next candidate at a decision point.
-            new = cands[idx + 1]
-        else:
-            new_idx = idx
-            while new_idx > 0:
-                prev = cands[new_idx - 1]
-                threshold = (0.5 if prev == 0 else prev - 0.5) + cfg.down_hysteresis
-                if self.ema <= threshold:
-                    new_idx -= 1
-                else:
-                    break
-            if new_idx == idx:
-                while (
-                    new_idx + 1 < len(cands) and self.ema > cands[new_idx] - 0.5 + cfg.up_hysteresis
-                ):
-                    new_idx += 1
-            new = cands[new_idx]
+        new = self._target()
         if new == self.current:
             return None
         self.current = new
         return new
+
+    def _target(self) -> int:
+        cfg, cands = self.config, self.config.candidate_steps
+        old_idx = idx = cands.index(self.current)
+        if self.current == 0:
+            idx = min(idx + 1, len(cands) - 1)
+            if cands[idx] > 0 and self.ema < 0:
+                self.ema = float(cands[idx] - 1)  # no acceptance history yet: neutral start
+            return cands[idx]
+        while idx > 0:
+            prev = cands[idx - 1]
+            if self.ema <= (0.5 if prev == 0 else prev - 0.5) + cfg.down_hysteresis:
+                idx -= 1
+            else:
+                break
+        if idx == old_idx:
+            while idx < len(cands) - 1 and self.ema > cands[idx] - 0.5 + cfg.up_hysteresis:
+                idx += 1
+        target = cands[idx]
+        if cfg.ceiling_coeff > 0:
+            # The ceiling only caps a hold or a step down, never a step up.
+            ceiling = max(1, math.ceil(self.ema * cfg.ceiling_coeff))
+            if ceiling < target <= self.current:
+                while idx > 0 and cands[idx] > ceiling:
+                    idx -= 1
+                target = cands[idx]
+        return target
 
 
 class AdaptiveRouter:
@@ -182,12 +203,8 @@ class AdaptiveRouter:
         initial_steps: int,
     ) -> None:
         self.keys = [s.key for s in slots]
-        self.graph_bs = list(cuda_graph_bs) if cuda_graph_bs else []
-        self.states: list[SlotState] = []
-        for slot in slots:
-            below = [c for c in slot.candidate_steps if c <= initial_steps]
-            current = max(below) if below else slot.candidate_steps[0]
-            self.states.append(SlotState(slot, current, float(max(current - 1, 0))))
+        self.graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else []
+        self.states = [SlotState.start(slot, initial_steps) for slot in slots]
 
     def padded(self, batch_size: int) -> int:
         if self.graph_bs:
@@ -291,6 +308,13 @@ class Scheduler:
             if settings.speculative_adaptive
             else None
         )
+        if self.router is not None:
+            first = self.router.states[0]
+            log(
+                "info",
+                f"AdaptiveSpeculativeParams initialized: steps={first.current}, "
+                f"candidate_steps={list(first.config.candidate_steps)}",
+            )
         cap = settings.faults.cap_running
         self.max_running = settings.max_running_requests
         self.effective_max_running = min(self.max_running, cap) if cap else self.max_running
@@ -321,6 +345,11 @@ class Scheduler:
         self.lag_s = 0.0
         self.max_lag_s = 0.0
         self.late_forwards = 0
+        self.last_commit_real = 0.0
+        # Delay from a forward's commit to the stream write carrying its tokens (handler side).
+        self.stream_delay_sum_s = 0.0
+        self.stream_delay_max_s = 0.0
+        self.stream_writes = 0
         self.forwards = 0
         self.decode_forwards = 0
 
@@ -331,7 +360,6 @@ class Scheduler:
         # Decode log window (SGLang logs every --decode-log-interval decode forwards).
         self._win_tokens = 0
         self._win_req_steps = 0
-        self._win_accepted_tokens = 0
         self._win_model_start = 0.0
         self.last_gen_throughput = 0.0
         self.last_accept_length = 0.0
@@ -370,6 +398,15 @@ class Scheduler:
         self.counters.spec_req_steps = 0
         self.max_lag_s = 0.0
         self.late_forwards = 0
+        self.stream_delay_sum_s = self.stream_delay_max_s = 0.0
+        self.stream_writes = 0
+
+    def note_stream_write(self, now: float) -> None:
+        """A stream just wrote the tokens of the latest forward; track how late that was."""
+        delay = max(0.0, now - self.last_commit_real)
+        self.stream_delay_sum_s += delay
+        self.stream_delay_max_s = max(self.stream_delay_max_s, delay)
+        self.stream_writes += 1
 
     @property
     def avg_spec_accept_length(self) -> float | None:
@@ -409,22 +446,19 @@ class Scheduler:
             if self.lag_s > 0.005:
                 self.late_forwards += 1
             self.max_lag_s = max(self.max_lag_s, self.lag_s)
+            self.last_commit_real = end_real
             self._commit(fwd, start_real, end_real)
 
     # ----------------------------------------------------------------- planning
-    def _admit(self) -> None:
-        while self.queue and self.num_running < self.effective_max_running:
-            req = self.queue[0]
-            if req.cancelled:
-                self.queue.popleft()
-                self._finish(req, time.monotonic())
-                continue
-            fits = self.used_tokens + req.prompt_tokens <= self.kv_capacity_tokens
-            if not fits and self.num_running > 0:
-                break  # head-of-line waits for KV, as SGLang's FIFO policy does
-            self.queue.popleft()
-            self.prefilling.append(req)
-            self.used_tokens += req.prompt_tokens
+    def _head_admissible(self) -> bool:
+        """Whether the head of the queue may start its prefill now (cancelled heads dropped)."""
+        while self.queue and self.queue[0].cancelled:
+            self._finish(self.queue.popleft(), time.monotonic())
+        if not self.queue or self.num_running >= self.effective_max_running:
+            return False
+        fits = self.used_tokens + self.queue[0].prompt_tokens <= self.kv_capacity_tokens
+        # FIFO: the head waits for KV space (unless nothing runs, so nothing would free any).
+        return fits or self.num_running == 0
 
     def _drop_cancelled(self) -> None:
         now = time.monotonic()
@@ -445,14 +479,16 @@ class Scheduler:
 
     def _plan(self) -> _Forward | None:
         self._drop_cancelled()
-        self._admit()
-        if self.prefilling and (self._last_was_decode or not self.decoding):
+        want_prefill = bool(self.prefilling) or self._head_admissible()
+        if want_prefill and (self._last_was_decode or not self.decoding):
             return self._plan_prefill()
         if self.decoding:
             return self._plan_decode()
         return None
 
     def _plan_prefill(self) -> _Forward:
+        """An extend forward: the chunked request in progress first, then new requests from
+        the queue while the --chunked-prefill-size token budget, R and the KV pool allow."""
         budget = self.prefill_budget
         reqs: list[SimRequest] = []
         chunks: list[int] = []
@@ -464,6 +500,15 @@ class Scheduler:
             reqs.append(req)
             chunks.append(n)
             cost_chunks.append((n, req.prefill_done))
+            budget -= n
+        while budget > 0 and self._head_admissible():
+            req = self.queue.popleft()
+            self.prefilling.append(req)
+            self.used_tokens += req.prompt_tokens
+            n = min(req.prompt_tokens, budget)
+            reqs.append(req)
+            chunks.append(n)
+            cost_chunks.append((n, 0))
             budget -= n
         cost = prefill_step(self.profile, cost_chunks, speculative=self.speculative)
         self._last_was_decode = False
@@ -528,7 +573,8 @@ class Scheduler:
                     self._finish(req, end_real)
                 else:
                     self.decoding.append(req)
-                    req.event.set()
+                    if req.is_streaming:  # others only need to hear about the finish
+                        req.event.set()
             self._log_prefill(fwd)
         else:
             emitted = self._commit_decode(fwd, end_real)
@@ -570,7 +616,7 @@ class Scheduler:
             emitted += add
             if add >= remaining:
                 finished.append(req)
-            else:
+            elif req.is_streaming:
                 req.event.set()
         self.used_tokens += emitted
         for req in finished:

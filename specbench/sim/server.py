@@ -47,10 +47,9 @@ from specbench.sim.costmodel import Profile, ProfileError, load_profile
 from specbench.sim.lifecycle import set_parent_death_signal
 from specbench.sim.scheduler import Scheduler, SimRequest
 from specbench.sim.workload import (
-    TOKEN_ID_BASE,
     TraitModel,
-    count_tokens,
     filler_ids,
+    filler_json,
     filler_text,
     is_agentic,
     render_chat,
@@ -105,7 +104,7 @@ HIST_BUCKETS_S = (
 # A stream waits (and so coalesces) while the scheduler is later than this behind real time.
 COALESCE_LAG_S = 0.004
 COALESCE_MAX_WAIT_S = 0.05
-_CLIENT_GONE = (ConnectionResetError, ConnectionError, RuntimeError)
+_CLIENT_GONE = (ConnectionError,)  # aiohttp's ClientConnectionResetError is one
 
 logger = logging.getLogger("specbench.sim")
 _dumps = functools.partial(json.dumps, separators=(",", ":"))
@@ -168,11 +167,8 @@ class SimServer:
         self.status = "Starting"
         self.received = 0
         self.started_at = time.time()
-        self.ready_real: float | None = None
         self.e2e_hist = _Histogram(HIST_BUCKETS_S, [0] * len(HIST_BUCKETS_S))
         self.ttft_hist = _Histogram(HIST_BUCKETS_S, [0] * len(HIST_BUCKETS_S))
-        self._seen_e2e = 0
-        self._seen_ttft = 0
 
     # ------------------------------------------------------------------ app
     def make_app(self) -> web.Application:
@@ -326,6 +322,15 @@ class SimServer:
                 "forwards": sch.forwards,
                 "behind": sch.lag_s > 0.05,
             },
+            # Since start or /flush_cache: how long after a forward its tokens were written out
+            # (server side); large values mean the simulator, not the client, is late.
+            "sim_stream_delay": {
+                "mean_ms": 1e3 * sch.stream_delay_sum_s / sch.stream_writes
+                if sch.stream_writes
+                else 0.0,
+                "max_ms": 1e3 * sch.stream_delay_max_s,
+                "writes": sch.stream_writes,
+            },
             "sim_kv_tokens_in_use": sch.used_tokens,
             "sim_skip_zero_step_draft_extend": s.skip_zero_step_draft_extend,
         }
@@ -349,15 +354,11 @@ class SimServer:
 
     # ------------------------------------------------------------------ metrics
     def _sync_histograms(self) -> None:
+        """Fold the latencies the scheduler recorded since the last scrape into histograms."""
         c = self.scheduler.counters
-        # The scheduler keeps recent samples; fold in the ones not yet observed.
-        for hist, samples, attr in (
-            (self.e2e_hist, c.e2e_s, "_seen_e2e"),
-            (self.ttft_hist, c.ttft_s, "_seen_ttft"),
-        ):
-            for v in samples:
-                hist.observe(v)
-            setattr(self, attr, getattr(self, attr) + len(samples))
+        for hist, samples in ((self.e2e_hist, c.e2e_s), (self.ttft_hist, c.ttft_s)):
+            for value in samples:
+                hist.observe(value)
             samples.clear()
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -578,15 +579,16 @@ class SimServer:
         return req
 
     async def _wait_finished(self, req: SimRequest, request: web.Request | None = None) -> None:
+        """Wait for a non-streaming request; cancel it if its client disconnects meanwhile."""
         while not req.finished:
             req.event.clear()
-            try:
-                await asyncio.wait_for(req.event.wait(), timeout=1.0)
-            except asyncio.TimeoutError:
-                transport = request.transport if request is not None else None
-                if request is not None and (transport is None or transport.is_closing()):
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(req.event.wait(), timeout=0.5)
+            if request is not None and not req.finished:
+                transport = request.transport
+                if transport is None or transport.is_closing():
                     self.scheduler.cancel(req)
-                    raise ConnectionResetError("client went away") from None
+                    raise ConnectionResetError("client went away")
 
     def _spec_details(self, req: SimRequest) -> dict[str, Any]:
         s = self.settings
@@ -648,13 +650,15 @@ class SimServer:
             "reasoning_tokens": 0,
         }
 
-    async def _guarded(
-        self, request: web.Request, handler: Callable[[], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
+    @staticmethod
+    async def _guarded(handler: Callable[[], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        """Run a generation handler: request errors become JSON 400s, a vanished client a no-op."""
         try:
             return await handler()
         except BadRequest as exc:
             return _error_json(str(exc), exc.status)
+        except _CLIENT_GONE:
+            return web.Response(status=500, text="client went away")
 
     # ------------------------------------------------------------------ streaming engine
     async def _stream(
@@ -703,6 +707,7 @@ class SimServer:
                             if request.transport is not None:
                                 request.transport.close()
                             return resp
+                    self.scheduler.note_stream_write(time.monotonic())
                     await resp.write(_sse(payloads))
                     sent = now
                     if (
@@ -728,7 +733,7 @@ class SimServer:
 
     # ------------------------------------------------------------------ /v1/chat/completions
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._guarded(request, lambda: self._chat(request))
+        return await self._guarded(lambda: self._chat(request))
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await self._json_body(request)
@@ -814,8 +819,8 @@ class SimServer:
                     + "}"
                 )
             if now > sent:
-                usage = f',"usage":{_dumps(self._usage(req))}' if continuous else ""
-                delta = '{"content":' + _dumps(filler_text(req.seed, sent, now)) + "}"
+                usage = f',"usage":{_usage_json(req)}' if continuous else ""
+                delta = '{"content":' + filler_json(req.seed, sent, now) + "}"
                 payloads.append(head + choice(delta) + usage + "}")
             return payloads
 
@@ -837,7 +842,7 @@ class SimServer:
 
     # ------------------------------------------------------------------ /v1/completions
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._guarded(request, lambda: self._completions(request))
+        return await self._guarded(lambda: self._completions(request))
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await self._json_body(request)
@@ -905,11 +910,11 @@ class SimServer:
             if done:
                 r, m = self._openai_finish(req)
                 reason, matched = _dumps(r), _dumps(m)
-            usage = _dumps(self._usage(req)) if continuous else "null"
+            usage = _usage_json(req) if continuous else "null"
             return [
                 head
                 + '"choices":[{"index":0,"text":'
-                + _dumps(filler_text(req.seed, sent, now))
+                + filler_json(req.seed, sent, now)
                 + f',"logprobs":null,"finish_reason":{reason},"matched_stop":{matched}}}],'
                 + f'"usage":{usage}}}'
             ]
@@ -931,7 +936,7 @@ class SimServer:
 
     # ------------------------------------------------------------------ /generate
     async def generate(self, request: web.Request) -> web.StreamResponse:
-        return await self._guarded(request, lambda: self._generate(request))
+        return await self._guarded(lambda: self._generate(request))
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._json_body(request)
@@ -996,7 +1001,7 @@ class SimServer:
 
         def on_update(sent: int, now: int, done: bool) -> list[str]:
             if now > sent:
-                text_esc[0] += _dumps(filler_text(req.seed, sent, now))[1:-1]
+                text_esc[0] += filler_json(req.seed, sent, now)[1:-1]
                 new_ids = ",".join(str(i) for i in filler_ids(req.seed, sent, now))
                 ids_txt[0] = f"{ids_txt[0]},{new_ids}" if ids_txt[0] else new_ids
             meta = _dumps(self._meta_info(req, final=done))
@@ -1021,6 +1026,16 @@ def _opt_int(value: Any, name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
         raise BadRequest(f"{name} must be an integer, got {value!r}")
     return int(value)
+
+
+def _usage_json(req: SimRequest) -> str:
+    """SGLang's usage object, formatted directly (it is sent with every chunk under load)."""
+    total = req.prompt_tokens + req.completion_tokens
+    return (
+        f'{{"prompt_tokens":{req.prompt_tokens},"total_tokens":{total},'
+        f'"completion_tokens":{req.completion_tokens},"prompt_tokens_details":null,'
+        f'"reasoning_tokens":0}}'
+    )
 
 
 def _chunk_head(rid: str, obj: str, created: int, model: str) -> str:
@@ -1128,7 +1143,6 @@ async def serve(settings: ServerSettings, profile: Profile) -> int:
             await sim.warmup()
             _log("info", "End of prefill warmup with status 200, resp: [{...}]")
         sim.status = "Up"
-        sim.ready_real = time.monotonic()
         _log("info", READY_LINE)
         if s.faults.crash_after_s is not None:
             await asyncio.sleep(s.faults.crash_after_s)
@@ -1178,14 +1192,3 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(serve(settings, profile))
     except KeyboardInterrupt:
         return 0
-
-
-__all__ = [
-    "READY_LINE",
-    "TOKEN_ID_BASE",
-    "SimServer",
-    "count_tokens",
-    "main",
-    "serve",
-    "set_parent_death_signal",
-]

@@ -101,6 +101,8 @@ _TOKEN_POOL_SIZE = 1 << 16
 _rng = random.Random(20261129)
 _TOKEN_POOL: tuple[int, ...] = tuple(_rng.randrange(len(_VOCAB)) for _ in range(_TOKEN_POOL_SIZE))
 _TEXT_POOL: tuple[str, ...] = tuple(_VOCAB[i] for i in _TOKEN_POOL)
+# The same pieces already escaped for a JSON string, so streams need no json.dumps per chunk.
+_JSON_POOL: tuple[str, ...] = tuple(json.dumps(_VOCAB[i])[1:-1] for i in _TOKEN_POOL)
 TOKEN_ID_BASE = 1000  # filler token i has id TOKEN_ID_BASE + vocabulary index
 del _rng
 
@@ -214,6 +216,17 @@ def filler_text(seed: int, start: int, stop: int) -> str:
     if b <= _TOKEN_POOL_SIZE:
         return "".join(_TEXT_POOL[a:b])
     return "".join(_TEXT_POOL[i % _TOKEN_POOL_SIZE] for i in range(a, b))
+
+
+def filler_json(seed: int, start: int, stop: int) -> str:
+    """`filler_text` as a JSON string literal (quotes included)."""
+    if stop <= start:
+        return '""'
+    offset = seed % _TOKEN_POOL_SIZE
+    a, b = offset + start, offset + stop
+    if b <= _TOKEN_POOL_SIZE:
+        return '"' + "".join(_JSON_POOL[a:b]) + '"'
+    return '"' + "".join(_JSON_POOL[i % _TOKEN_POOL_SIZE] for i in range(a, b)) + '"'
 
 
 def filler_ids(seed: int, start: int, stop: int) -> list[int]:

@@ -35,7 +35,8 @@ from specbench.engines import argv as argv_mod
 from specbench.engines import sglang as sg
 from specbench.engines.process import free_port
 
-pytestmark = pytest.mark.contract
+# slow: the probe imports SGLang and torch once (about 5 s) before the first test
+pytestmark = [pytest.mark.contract, pytest.mark.slow]
 
 SGLANG_PYTHON = os.environ.get("SPECBENCH_SGLANG_PYTHON", sys.executable)
 CONTRACT_VERSION = "0.5.23"
@@ -361,11 +362,6 @@ def test_other_steps_and_cap_resolve_too(probe: Probe, models: ServerConfig, tmp
                                 threshold=8)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="argv.adaptive_config(K, 1) writes only {'1': [0]}, so SGLang refuses the explicit "
-    "--speculative-num-steps K; {'0': [K], '1': [0]} resolves and routes every batch to 0",
-)
 def test_dynamic_threshold_one_resolves(probe: Probe, models: ServerConfig, tmp_path: Path):
     # --threshold 1 means "never draft"; the config must still admit --speculative-num-steps K.
     argv = specbench_argv("dynamic", models, tmp_path, threshold=1)
@@ -626,14 +622,7 @@ def test_simulated_stream_chunks_validate_against_sglang_models(
     assert any((c.get("sglext") or {}).get("spec_tokens_details") for c in chunks)
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param("chat", marks=pytest.mark.xfail(
-        strict=True,
-        reason="the simulator sends message.tool_calls: null; SGLang's ChatMessage serializer "
-        "drops tool_calls when it is None",
-    )),
-    "completions",
-])
+@pytest.mark.parametrize("kind", ["chat", "completions"])
 def test_simulated_responses_validate_against_sglang_models(
     probe: Probe, sim_url: str, kind: str
 ):

@@ -487,8 +487,9 @@ def test_server_command_runs_sglang_under_this_interpreter():
 def test_sglang_serve_skips_the_hub_probe():
     cmd = sg.server_command(ServerConfig(server_command=("/opt/venv/bin/sglang", "serve")))
     assert cmd == ["/opt/venv/bin/sglang", "serve", "--model-type", "llm"]
-    kept = ("sglang", "serve", "--model-type", "auto")
-    assert sg.server_command(ServerConfig(server_command=kept)) == list(kept)
+    for kept in (("sglang", "serve", "--model-type", "auto"),
+                 ("sglang", "serve", "--model-type=vlm")):
+        assert sg.server_command(ServerConfig(server_command=kept)) == list(kept)
 
 
 def test_launch_command_is_program_plus_the_one_argv(tmp_path: Path):

@@ -9,10 +9,12 @@ of the write. Tests compare what the client measured with that log.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,8 @@ class FakeSGLang:
         self.opts = opts or FakeOptions()
         self.emitted: list[tuple[float, int]] = []  # (monotonic time of write, new tokens)
         self.arrivals = 0
+        self.waiting = 0  # requests held by hold_until right now
+        self.peak_waiting = 0
         self.max_in_flight = 0
         self.in_flight = 0
         self.faults_sent: dict[str, int] = {}
@@ -50,6 +54,8 @@ class FakeSGLang:
         self._all_arrived = asyncio.Event()
         self._counter = itertools.count()
         self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._transports: set[asyncio.Transport] = set()
         self.url = ""
 
     async def __aenter__(self) -> FakeSGLang:
@@ -60,7 +66,7 @@ class FakeSGLang:
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
+        site = self._site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.url = f"http://127.0.0.1:{port}"
@@ -73,6 +79,14 @@ class FakeSGLang:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def kill(self) -> None:
+        """Die like a crashed process: stop listening and reset every open connection."""
+        assert self._site is not None and self._site._server is not None
+        self._site._server.close()
+        for transport in self._transports:
+            transport.abort()
+
 
     def tokens_between(self, start: float, end: float) -> int:
         """Ground truth: tokens written in (start, end]."""
@@ -93,10 +107,10 @@ class FakeSGLang:
             "# TYPE sglang:generation_tokens_total counter",
             f'sglang:generation_tokens_total{{model_name="m",is_streaming="true"}} '
             f"{float(self.gen_tokens_finished)}",
-            f'sglang:generation_tokens_total{{model_name="m",is_streaming="false"}} 0.0',
+            'sglang:generation_tokens_total{model_name="m",is_streaming="false"} 0.0',
             f'sglang:spec_verify_calls_total{{model_name="m"}} {float(self.verify_calls_finished)}',
             f'sglang:num_running_reqs{{model_name="m",tp_rank="0"}} {float(self.in_flight)}',
-            f'sglang:num_queue_reqs{{model_name="m",tp_rank="0"}} 0.0',
+            'sglang:num_queue_reqs{model_name="m",tp_rank="0"} 0.0',
             f"sglang:sim_running_reqs_seconds_total {self._running_integral}",
             'sglang:e2e_request_latency_seconds_bucket{le="0.1",model_name="m"} 3.0',
             'sglang:e2e_request_latency_seconds_count{model_name="m"} 3.0',
@@ -108,17 +122,24 @@ class FakeSGLang:
     async def _admit(self, request: web.Request) -> tuple[dict[str, Any], int, web.Response | None]:
         index = next(self._counter)
         self.arrivals += 1
-        if self.opts.api_key and request.headers.get("Authorization") != f"Bearer {self.opts.api_key}":
+        if request.transport is not None:
+            self._transports.add(request.transport)
+        expected_auth = f"Bearer {self.opts.api_key}"
+        if self.opts.api_key and request.headers.get("Authorization") != expected_auth:
             return {}, index, web.json_response({"error": "bad key"}, status=401)
         body = await request.json()
-        if self.opts.hold_until is not None:
-            if self.arrivals >= self.opts.hold_until:
+        if self.opts.hold_until is not None and not self._all_arrived.is_set():
+            self.waiting += 1
+            self.peak_waiting = max(self.peak_waiting, self.waiting)
+            if self.waiting >= self.opts.hold_until:
                 self._all_arrived.set()
             try:
                 await asyncio.wait_for(self._all_arrived.wait(), self.opts.hold_timeout_s)
             except TimeoutError:
                 return body, index, web.json_response(
-                    {"error": f"only {self.arrivals} requests arrived"}, status=503)
+                    {"error": f"only {self.waiting} requests arrived together"}, status=503)
+            finally:
+                self.waiting -= 1
         fault = self.opts.fault(index)
         if fault:
             self.faults_sent[fault] = self.faults_sent.get(fault, 0) + 1
@@ -283,3 +304,29 @@ class FakeSGLang:
             return [b"data: [DONE]\n\n"]
 
         return await self._stream(request, max_tokens, render, tail, index)
+
+
+@contextlib.contextmanager
+def fake_in_thread(opts: FakeOptions) -> Iterator[FakeSGLang]:
+    """The fake on its own event loop in a thread, for callers that run their own loop."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    def main() -> None:
+        async def serve() -> None:
+            async with FakeSGLang(opts) as srv:
+                box["srv"], box["stop"] = srv, asyncio.Event()
+                box["loop"] = asyncio.get_running_loop()
+                ready.set()
+                await box["stop"].wait()
+
+        asyncio.run(serve())
+
+    thread = threading.Thread(target=main, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield box["srv"]
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(10)

@@ -97,6 +97,7 @@ def test_server_info_reports_resolved_args(eagle: SimProc, base: SimProc) -> Non
     assert state["effective_max_running_requests_per_dp"] == 64
     assert state["speculative_num_steps"] == 3
     assert set(info["sim_lag"]) >= {"last_s", "max_s", "behind"}
+    assert set(info["sim_stream_delay"]) == {"mean_ms", "max_ms", "writes"}
     assert eagle.get_json("/get_server_info").keys() == info.keys()
     binfo = base.get_json("/server_info")
     assert binfo["speculative_algorithm"] is None and binfo["speculative_num_steps"] is None
@@ -478,6 +479,61 @@ def test_client_disconnect_frees_the_slot(base: SimProc) -> None:
                     if n > 20:
                         break
             # Leaving the block closes the connection mid-stream.
+
+    asyncio.run(go())
+    deadline = time.monotonic() + 5
+    while metric_sum(base.get("/metrics")[1], "sglang:num_running_reqs") != 0:
+        assert time.monotonic() < deadline, "the abandoned request is still running"
+        time.sleep(0.05)
+    assert "Traceback" not in base.log
+
+
+@pytest.mark.parametrize("scale", ["4", "16"])
+def test_wall_time_times_scale_is_model_time(start_sim, scale: str) -> None:  # type: ignore[no-untyped-def]
+    from specbench.sim.costmodel import decode_step, load_profile, prefill_step
+    from specbench.sim.workload import count_tokens, render_chat
+
+    sim: SimProc = start_sim(
+        "--sim-time-scale", scale, "--max-running-requests", "64", "--skip-server-warmup"
+    )
+    n, tokens = 8, 800
+    messages = [[{"role": "user", "content": f"Job {i}"}] for i in range(n)]
+    bodies = [
+        {"model": "m", "messages": m, "max_tokens": tokens, "ignore_eos": True} for m in messages
+    ]
+
+    async def go() -> float:
+        async with aiohttp.ClientSession() as session:
+
+            async def one(body: dict[str, Any]) -> None:
+                async with session.post(sim.url + "/v1/chat/completions", json=body) as resp:
+                    assert resp.status == 200
+                    await resp.read()
+
+            t0 = time.monotonic()
+            await asyncio.gather(*(one(b) for b in bodies))
+            return time.monotonic() - t0
+
+    wall_s = asyncio.run(go())
+    # Predicted model time: one prefill of all prompts, then the 8 decode in lock step.
+    profile = load_profile()
+    prompts = [count_tokens(render_chat(m, None)) for m in messages]
+    model_s = prefill_step(profile, [(p, 0) for p in prompts], speculative=False).total_ms / 1e3
+    for step in range(1, tokens):
+        model_s += (
+            decode_step(profile, n, sum(prompts) + n * step, speculative=False).total_ms / 1e3
+        )
+    assert wall_s * float(scale) == pytest.approx(model_s, rel=0.12)
+
+
+def test_non_stream_client_timeout_frees_the_slot(base: SimProc) -> None:
+    async def go() -> None:
+        timeout = aiohttp.ClientTimeout(total=0.3)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            body = chat_body("forever", max_tokens=100000, ignore_eos=True)
+            with pytest.raises(asyncio.TimeoutError):
+                async with session.post(base.url + "/v1/chat/completions", json=body) as resp:
+                    await resp.read()
 
     asyncio.run(go())
     deadline = time.monotonic() + 5

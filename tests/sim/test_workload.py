@@ -11,6 +11,7 @@ from specbench.sim.workload import (
     TraitModel,
     count_tokens,
     filler_ids,
+    filler_json,
     filler_text,
     is_agentic,
     render_chat,
@@ -122,3 +123,11 @@ def test_filler_text_is_a_prefix_stable_sequence() -> None:
     assert filler_text(7, 65530, 65540) == "".join(
         filler_text(7, i, i + 1) for i in range(65530, 65540)
     )
+
+
+@pytest.mark.parametrize(("start", "stop"), [(0, 0), (0, 50), (10, 300), (65500, 65600)])
+def test_filler_json_is_the_escaped_filler_text(start: int, stop: int) -> None:
+    import json
+
+    for seed in (1, 99_999, 2**61 + 7):
+        assert json.loads(filler_json(seed, start, stop)) == filler_text(seed, start, stop)
