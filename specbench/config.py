@@ -8,10 +8,11 @@ whose message is a single line naming the cause and the fix (the CLI prints it a
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 MODES: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
 PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-completions", "sglang-native")
@@ -70,6 +71,10 @@ class LoadConfig:
 
     protocol: str = "openai-chat"
     warmup_s: float = 2.0  # simulated-GPU seconds of unmeasured load before the window opens
+    # ...and until about this many requests per user have ended (steady state, not the
+    # cold-start prefill wave), capped at warmup_max_s in all.
+    warmup_requests_per_user: float = 1.0
+    warmup_max_s: float = 60.0
     window_s: float = 8.0  # simulated-GPU seconds of measured window
     window_max_requests: int | None = None
     request_timeout_s: float = 600.0
@@ -78,6 +83,8 @@ class LoadConfig:
     repeats: int = 1
     error_budget: float = 0.01  # fraction of requests in the window that may fail
     api_key: str | None = field(default=None, repr=False)
+    # Test knob: CPU burnt per network read in the client, to plant a slow client.
+    planted_read_delay_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -141,9 +148,7 @@ def parse_names(text: str, allowed: tuple[str, ...] | None, what: str) -> tuple[
     if allowed is not None:
         for name in names:
             if name not in allowed:
-                raise ConfigError(
-                    f"unknown {what} {name!r}; choose from {', '.join(allowed)}"
-                )
+                raise ConfigError(f"unknown {what} {name!r}; choose from {', '.join(allowed)}")
     return names
 
 
@@ -154,11 +159,13 @@ def parse_threshold(text: str | None) -> int | None:
         value = int(text)
     except ValueError:
         raise ConfigError(
-            f"threshold {text!r} is not a positive integer; use --threshold auto or a batch size such as 32"
+            f"threshold {text!r} is not a positive integer; "
+            "use --threshold auto or a batch size such as 32"
         ) from None
     if value < 1:
         raise ConfigError(
-            f"threshold {value} is not a positive integer; use --threshold auto or a batch size such as 32"
+            f"threshold {value} is not a positive integer; "
+            "use --threshold auto or a batch size such as 32"
         )
     return value
 
@@ -173,7 +180,9 @@ def load_toml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; check the --config path") from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"config file {path} cannot be read ({exc}); fix the TOML syntax") from None
+        raise ConfigError(
+            f"config file {path} cannot be read ({exc}); fix the TOML syntax"
+        ) from None
     top_fields = {f.name for f in dataclasses.fields(SweepConfig)}
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -229,7 +238,10 @@ def validate(cfg: SweepConfig) -> None:
         )
     if not cfg.concurrency or min(cfg.concurrency) < 1:
         raise ConfigError("concurrency levels must be positive integers, e.g. 1,2,4,8")
-    if cfg.server.max_running_requests is not None and max(cfg.concurrency) > cfg.max_running_requests:
+    if (
+        cfg.server.max_running_requests is not None
+        and max(cfg.concurrency) > cfg.max_running_requests
+    ):
         raise ConfigError(
             f"concurrency {max(cfg.concurrency)} is above --max-running-requests "
             f"{cfg.max_running_requests}; lower the levels or raise the server limit"
@@ -249,7 +261,8 @@ def validate(cfg: SweepConfig) -> None:
     needs_draft = any(m in ("eagle3", "dynamic") for m in cfg.modes)
     if cfg.engine != "attach" and needs_draft and not cfg.server.draft_model_path:
         raise ConfigError(
-            "EAGLE-3 modes need a draft model; pass --draft-model-path or drop eagle3/dynamic from --modes"
+            "EAGLE-3 modes need a draft model; "
+            "pass --draft-model-path or drop eagle3/dynamic from --modes"
         )
     if cfg.engine == "attach":
         attached = {mode for mode, _ in cfg.attach}

@@ -35,9 +35,24 @@ POINT_FILE_RE = re.compile(r"^c(?P<c>\d+)-r(?P<r>\d+)\.parquet$")
 # The public summary format; more columns may follow these, none may be renamed without
 # bumping SCHEMA_VERSION.
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "mode", "prompt_set", "concurrency", "repeat", "n_requests", "n_errors", "window_s",
-    "output_tok_s", "requests_per_s", "ttft_ms_p50", "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99",
-    "e2e_ms_p50", "accept_length", "server_output_tok_s", "server_running_reqs_mean", "flags",
+    "mode",
+    "prompt_set",
+    "concurrency",
+    "repeat",
+    "n_requests",
+    "n_errors",
+    "window_s",
+    "output_tok_s",
+    "requests_per_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "itl_ms_p50",
+    "itl_ms_p99",
+    "e2e_ms_p50",
+    "accept_length",
+    "server_output_tok_s",
+    "server_running_reqs_mean",
+    "flags",
 )
 KEY_COLUMNS: tuple[str, ...] = ("mode", "prompt_set", "concurrency", "repeat")
 
@@ -83,7 +98,9 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def point_path(run_dir: Path, key: PointKey) -> Path:
-    return run_dir / "points" / key.mode / key.prompt_set / f"c{key.concurrency}-r{key.repeat}.parquet"
+    return (
+        run_dir / "points" / key.mode / key.prompt_set / f"c{key.concurrency}-r{key.repeat}.parquet"
+    )
 
 
 def _json_safe(value: Any) -> Any:
@@ -94,12 +111,19 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def write_point(run_dir: Path, key: PointKey, requests: pd.DataFrame, summary: dict[str, Any]) -> Path:
+def write_point(
+    run_dir: Path, key: PointKey, requests: pd.DataFrame, summary: dict[str, Any]
+) -> Path:
     """Write one measured point atomically: per-request rows plus its summary row."""
     path = point_path(run_dir, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    row = {"mode": key.mode, "prompt_set": key.prompt_set, "concurrency": key.concurrency,
-           "repeat": key.repeat, **{k: _json_safe(v) for k, v in summary.items()}}
+    row = {
+        "mode": key.mode,
+        "prompt_set": key.prompt_set,
+        "concurrency": key.concurrency,
+        "repeat": key.repeat,
+        **{k: _json_safe(v) for k, v in summary.items()},
+    }
     table = pa.Table.from_pandas(requests, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[SUMMARY_META_KEY] = json.dumps(row, default=str).encode()
@@ -174,7 +198,9 @@ class Run:
     def prompt_sets(self) -> list[str]:
         return sorted(self.summary["prompt_set"].unique().tolist())
 
-    def requests(self, mode: str, prompt_set: str, concurrency: int, repeat: int = 0) -> pd.DataFrame:
+    def requests(
+        self, mode: str, prompt_set: str, concurrency: int, repeat: int = 0
+    ) -> pd.DataFrame:
         """Per-request rows of one point."""
         path = point_path(self.path, PointKey(mode, prompt_set, concurrency, repeat))
         if not path.exists():
@@ -186,7 +212,9 @@ def load_run(path: Path | str) -> Run:
     """Load a run directory; raises RunDirError (one line) when it is not one."""
     run_dir = Path(path)
     if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir} is not a directory; pass a run directory such as results/<run-id>")
+        raise RunDirError(
+            f"{run_dir} is not a directory; pass a run directory such as results/<run-id>"
+        )
     manifest_path = run_dir / "manifest.json"
     if not manifest_path.exists():
         raise RunDirError(
@@ -196,11 +224,14 @@ def load_run(path: Path | str) -> Run:
     try:
         manifest = json.loads(manifest_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise RunDirError(f"{manifest_path} cannot be read ({exc}); the run directory is damaged") from None
+        raise RunDirError(
+            f"{manifest_path} cannot be read ({exc}); the run directory is damaged"
+        ) from None
     version = manifest.get("schema_version")
     if version != SCHEMA_VERSION:
         raise RunDirError(
-            f"{run_dir} has result schema version {version}, this specbench reads {SCHEMA_VERSION}; "
+            f"{run_dir} has result schema version {version}, "
+            f"this specbench reads {SCHEMA_VERSION}; "
             "use the specbench version that wrote it"
         )
     files = point_files(run_dir)

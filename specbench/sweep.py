@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import platform
 import shlex
@@ -563,12 +564,15 @@ def _measure_point(key: PointKey, cfg: SweepConfig, requests: list[prompts.Promp
             concurrency=key.concurrency,
             requests=requests,
             warmup_s=cfg.load.warmup_s / server.time_scale,
+            warmup_min_requests=math.ceil(cfg.load.warmup_requests_per_user * key.concurrency),
+            warmup_max_s=max(cfg.load.warmup_max_s, cfg.load.warmup_s) / server.time_scale,
             window_s=cfg.load.window_s / server.time_scale,
             window_max_requests=cfg.load.window_max_requests,
             request_timeout_s=cfg.load.request_timeout_s,
             temperature=cfg.load.temperature,
             api_key=cfg.load.api_key,
             scrape_metrics=True,
+            planted_read_delay_us=cfg.load.planted_read_delay_us,
         )
         result = asyncio.run(runner.run_point(spec))
         if not result.server_gone and server.alive():

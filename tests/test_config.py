@@ -16,8 +16,10 @@ def test_parse_concurrency_ok(text: str, expected: tuple[int, ...]) -> None:
     assert cfgmod.parse_concurrency(text) == expected
 
 
-@pytest.mark.parametrize("text, needle", [("0", "at least 1"), ("-4", "at least 1"),
-                                          ("a,b", "not a whole number"), ("", "empty")])
+@pytest.mark.parametrize(
+    "text, needle",
+    [("0", "at least 1"), ("-4", "at least 1"), ("a,b", "not a whole number"), ("", "empty")],
+)
 def test_parse_concurrency_bad(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         cfgmod.parse_concurrency(text)
@@ -33,7 +35,7 @@ def test_threshold_parsing() -> None:
 
 def test_toml_unknown_key_is_named(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text('concurrency = [1, 2]\n[load]\nwindow_secs = 3\n')
+    path.write_text("concurrency = [1, 2]\n[load]\nwindow_secs = 3\n")
     with pytest.raises(ConfigError, match=r"unknown key load\.window_secs"):
         cfgmod.load_toml(path)
 

@@ -48,10 +48,14 @@ def build_argv(
 ) -> list[str]:
     """SGLang flags (without the program) for one mode."""
     argv = [
-        "--model-path", server.model_path,
-        "--host", server.host,
-        "--port", str(port),
-        "--max-running-requests", str(max_running_requests),
+        "--model-path",
+        server.model_path,
+        "--host",
+        server.host,
+        "--port",
+        str(port),
+        "--max-running-requests",
+        str(max_running_requests),
         "--enable-metrics",
     ]
     if server.tp_size != 1:
@@ -63,16 +67,25 @@ def build_argv(
             raise ValueError(f"mode {mode} needs a draft model path")
         k = server.speculative_num_steps
         argv += [
-            "--speculative-algorithm", "EAGLE3",
-            "--speculative-draft-model-path", server.draft_model_path,
-            "--speculative-num-steps", str(k),
-            "--speculative-eagle-topk", "1",
-            "--speculative-num-draft-tokens", str(k + 1),
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-draft-model-path",
+            server.draft_model_path,
+            "--speculative-num-steps",
+            str(k),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(k + 1),
         ]
     if mode == "dynamic":
         if adaptive_config_path is None:
             raise ValueError("dynamic mode needs an adaptive config file")
-        argv += ["--speculative-adaptive", "--speculative-adaptive-config", str(adaptive_config_path)]
+        argv += [
+            "--speculative-adaptive",
+            "--speculative-adaptive-config",
+            str(adaptive_config_path),
+        ]
     elif mode not in ("baseline", "eagle3"):
         raise ValueError(f"unknown mode {mode!r}")
     argv += list(server.extra_args)

@@ -118,7 +118,7 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 start_new_session=True,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+                preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             log.close()

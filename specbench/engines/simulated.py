@@ -24,9 +24,15 @@ def sim_command(
         adaptive_config_path=adaptive_config_path,
     )
     return [
-        sys.executable, "-m", "specbench.sim", *argv,
-        "--sim-profile", cfg.sim.profile,
-        "--sim-time-scale", repr(cfg.sim.time_scale),
-        "--sim-seed", str(cfg.sim.seed),
+        sys.executable,
+        "-m",
+        "specbench.sim",
+        *argv,
+        "--sim-profile",
+        cfg.sim.profile,
+        "--sim-time-scale",
+        repr(cfg.sim.time_scale),
+        "--sim-seed",
+        str(cfg.sim.seed),
         *cfg.sim.extra_args,
     ]

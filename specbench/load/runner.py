@@ -88,6 +88,14 @@ class PointSpec:
     temperature: float = 0.0
     api_key: str | None = field(default=None, repr=False)
     scrape_metrics: bool = True
+    # Steady state: after warmup_s, keep warming until this many requests have ended (about
+    # one per user), so the window does not measure the cold-start prefill wave; but never
+    # longer than warmup_max_s in all.
+    warmup_min_requests: int = 0
+    # Test knob: CPU burnt per network read, to plant a slow client (tests of the
+    # client_bound flag and of the regression gate). Zero in every real measurement.
+    planted_read_delay_us: float = 0.0
+    warmup_max_s: float | None = None
     # Wall seconds of nothing but connect/server_gone failures after which the server is
     # considered dead and the point ends.
     dead_server_s: float = 3.0
@@ -273,6 +281,9 @@ class _Point:
         self.cpu_end = 0.0
         self.window_forced_open = False
         self.opened = asyncio.Event()
+        self.warm_enough = asyncio.Event()
+        if spec.warmup_min_requests <= 0:
+            self.warm_enough.set()
         self.closing = asyncio.Event()
         self.end_reason = "window_s"
         self.kept: list[_Flight] = []
@@ -343,12 +354,15 @@ class _Point:
                 add_t = flight.times.append
                 add_r = flight.reads.append
                 clock = time.monotonic
+                delay_s = self.spec.planted_read_delay_us / 1e6
                 while True:
                     data = await content.readany()
                     if not data:
                         break
                     add_t(clock())
                     add_r(data)
+                    if delay_s:
+                        _burn_cpu(delay_s)
         except asyncio.CancelledError:
             flight.status = "cancelled"
             raise
@@ -377,6 +391,8 @@ class _Point:
             # Ended before the window: warmup, unmeasured; its bytes are dropped here.
             self.warmup_records += 1
             self.warmup_errors += flight.error_class is not None
+            if self.warmup_records >= self.spec.warmup_min_requests:
+                self.warm_enough.set()
         elif not self.closing.is_set():
             self.kept.append(flight)
             if flight.ended_cleanly():
@@ -429,7 +445,13 @@ class _Point:
         probe = asyncio.create_task(self.probe_lag())
         before = after = None
         try:
+            t_start = time.monotonic()
             await _wait_any([self.closing], spec.warmup_s)
+            if spec.warmup_max_s is not None:
+                left = spec.warmup_max_s - (time.monotonic() - t_start)
+                await _wait_any([self.warm_enough, self.closing], max(0.0, left))
+            else:
+                await _wait_any([self.warm_enough, self.closing], None)
             self.warm = True
             if self.in_flight == spec.concurrency:
                 self.open_window()
@@ -497,7 +519,14 @@ class _Point:
         )
 
 
-async def _wait_any(events: list[asyncio.Event], timeout_s: float) -> None:
+def _burn_cpu(seconds: float) -> None:
+    """Busy-wait (not sleep): a planted slow client must cost CPU like a slow parser would."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+async def _wait_any(events: list[asyncio.Event], timeout_s: float | None) -> None:
     """Return when one of the events is set or after timeout_s, whichever comes first."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
     try:

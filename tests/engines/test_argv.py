@@ -19,7 +19,9 @@ def _flags(argv: list[str]) -> dict[str, str]:
 
 
 def test_baseline_has_no_speculative_flags() -> None:
-    argv = build_argv("baseline", ServerConfig(model_path="m"), port=31000, max_running_requests=250)
+    argv = build_argv(
+        "baseline", ServerConfig(model_path="m"), port=31000, max_running_requests=250
+    )
     flags = _flags(argv)
     assert flags["--max-running-requests"] == "250"
     assert flags["--port"] == "31000" and flags["--host"] == "127.0.0.1"
@@ -30,8 +32,13 @@ def test_baseline_has_no_speculative_flags() -> None:
 def test_eagle3_and_dynamic_share_everything_but_adaptive(tmp_path: Path) -> None:
     server = ServerConfig(model_path="m", draft_model_path="d", speculative_num_steps=4)
     eagle = build_argv("eagle3", server, port=1, max_running_requests=250)
-    dyn = build_argv("dynamic", server, port=1, max_running_requests=250,
-                     adaptive_config_path=tmp_path / "a.json")
+    dyn = build_argv(
+        "dynamic",
+        server,
+        port=1,
+        max_running_requests=250,
+        adaptive_config_path=tmp_path / "a.json",
+    )
     f = _flags(eagle)
     assert f["--speculative-algorithm"] == "EAGLE3"
     assert f["--speculative-num-steps"] == "4"
@@ -39,8 +46,11 @@ def test_eagle3_and_dynamic_share_everything_but_adaptive(tmp_path: Path) -> Non
     assert f["--speculative-num-draft-tokens"] == "5"
     assert f["--max-running-requests"] == "250"
     assert dyn[: len(eagle)] == eagle
-    assert dyn[len(eagle):] == ["--speculative-adaptive", "--speculative-adaptive-config",
-                                str(tmp_path / "a.json")]
+    assert dyn[len(eagle) :] == [
+        "--speculative-adaptive",
+        "--speculative-adaptive-config",
+        str(tmp_path / "a.json"),
+    ]
 
 
 def test_never_the_ambiguous_graph_flag() -> None:
@@ -48,14 +58,19 @@ def test_never_the_ambiguous_graph_flag() -> None:
     for mode in ("baseline", "eagle3"):
         argv = build_argv(mode, server, port=1, max_running_requests=8)
         assert "--cuda-graph-max-bs" not in argv
-        assert argv[argv.index("--cuda-graph-bs-decode") + 1: argv.index("--cuda-graph-bs-decode") + 4] == ["1", "2", "4"]
+        assert argv[
+            argv.index("--cuda-graph-bs-decode") + 1 : argv.index("--cuda-graph-bs-decode") + 4
+        ] == ["1", "2", "4"]
 
 
 def test_adaptive_json_is_single_candidate_slots(tmp_path: Path) -> None:
     assert adaptive_config(3, 32) == {"1": {"candidate_steps": [3]}, "32": {"candidate_steps": [0]}}
     assert adaptive_config(3, 1) == {"0": {"candidate_steps": [3]}, "1": {"candidate_steps": [0]}}
     path = write_adaptive_config(tmp_path / "x" / "cfg.json", 5, 17)
-    assert json.loads(path.read_text()) == {"1": {"candidate_steps": [5]}, "17": {"candidate_steps": [0]}}
+    assert json.loads(path.read_text()) == {
+        "1": {"candidate_steps": [5]},
+        "17": {"candidate_steps": [0]},
+    }
 
 
 def test_skip_zero_step_env_only_in_dynamic() -> None:

@@ -54,8 +54,13 @@ def test_start_ready_and_stop_kills_the_group(tmp_path: Path, ignore_term: bool)
     script.write_text(FAKE)
     port = free_port()
     pid_file = tmp_path / "child.pid"
-    proc = ServerProcess("fake", [sys.executable, str(script), str(port), "1" if ignore_term else "0",
-                                  str(pid_file)], tmp_path / "fake.log", "127.0.0.1", port)
+    proc = ServerProcess(
+        "fake",
+        [sys.executable, str(script), str(port), "1" if ignore_term else "0", str(pid_file)],
+        tmp_path / "fake.log",
+        "127.0.0.1",
+        port,
+    )
     proc.start(ready_timeout_s=20)
     assert proc.alive()
     child = int(pid_file.read_text())
@@ -77,7 +82,9 @@ def test_port_in_use_is_refused(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        proc = ServerProcess("x", [sys.executable, "-c", "pass"], tmp_path / "x.log", "127.0.0.1", port)
+        proc = ServerProcess(
+            "x", [sys.executable, "-c", "pass"], tmp_path / "x.log", "127.0.0.1", port
+        )
         with pytest.raises(PortInUseError, match=f"port {port}.*already in use"):
             proc.start(ready_timeout_s=5)
 
@@ -110,16 +117,19 @@ def test_server_dies_with_a_sigkilled_parent(tmp_path: Path) -> None:
     port = free_port()
     pid_file = tmp_path / "server.pid"
     launcher = tmp_path / "launcher.py"
-    launcher.write_text(textwrap.dedent(f"""
+    launcher.write_text(
+        textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
         from specbench.engines.process import ServerProcess
-        p = ServerProcess("fake", [sys.executable, {str(script)!r}, "{port}", "0", {str(tmp_path / 'c.pid')!r}],
-                          Path({str(tmp_path / 'f.log')!r}), "127.0.0.1", {port})
+        argv = [sys.executable, {str(script)!r}, "{port}", "0", {str(tmp_path / "c.pid")!r}]
+        p = ServerProcess("fake", argv,
+                          Path({str(tmp_path / "f.log")!r}), "127.0.0.1", {port})
         p.start(20)
         Path({str(pid_file)!r}).write_text(str(p.proc.pid))
         time.sleep(600)
-    """))
+    """)
+    )
     parent = subprocess.Popen([sys.executable, str(launcher)])
     deadline = time.monotonic() + 30
     while not pid_file.exists() and time.monotonic() < deadline:

@@ -1,0 +1,74 @@
+"""Planted faults are flagged: a slow client is client_bound, a capped server capped_by_server.
+
+Both run the real runner and the real metrics against the simulated server; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from specbench import metrics
+from specbench.load.runner import PointSpec, run_point
+from specbench.prompts import PromptRequest
+from tests.sim.conftest import launch
+
+pytestmark = pytest.mark.slow
+
+TIME_SCALE = 4.0
+REQUESTS = [
+    PromptRequest(id=f"p{i}", prompt_set="coding", category="codegen",
+                  messages=({"role": "user", "content": f"Implement helper {i}. " + "x " * (i % 50)},),
+                  max_tokens=128 + (i * 53) % 256)
+    for i in range(300)
+]
+
+
+def _measure(url: str, concurrency: int, delay_us: float = 0.0) -> dict[str, object]:
+    spec = PointSpec(base_url=url, protocol="openai-chat", model="m", concurrency=concurrency,
+                     requests=REQUESTS, warmup_s=0.5 / TIME_SCALE * 4, window_s=3.0,
+                     planted_read_delay_us=delay_us)
+    result = asyncio.run(run_point(spec))
+    return metrics.summarize_point(result, TIME_SCALE, max_running_requests=256, error_budget=0.01)
+
+
+def test_a_planted_slow_client_is_flagged_client_bound(tmp_path: Path) -> None:
+    sim = launch(["--max-running-requests", "256", "--enable-metrics",
+                  "--sim-time-scale", str(TIME_SCALE)], tmp_path)
+    try:
+        clean = _measure(sim.url, 128)
+        slow = _measure(sim.url, 128, delay_us=2000.0)
+    finally:
+        sim.kill()
+    assert "client_bound" not in str(clean["flags"]).split(";")
+    assert "client_bound" in str(slow["flags"]).split(";")
+    # The planted slowdown really cost throughput: the flag is not a false alarm.
+    assert float(slow["output_tok_s"]) < 0.8 * float(clean["output_tok_s"])  # type: ignore[arg-type]
+
+
+def test_a_server_capped_below_the_concurrency_is_flagged(tmp_path: Path) -> None:
+    # /server_info says 256, but the server silently runs at most 16 requests at a time.
+    sim = launch(["--max-running-requests", "256", "--enable-metrics",
+                  "--sim-time-scale", str(TIME_SCALE), "--sim-cap-running", "16"], tmp_path)
+    try:
+        capped = _measure(sim.url, 64)
+    finally:
+        sim.kill()
+    assert "capped_by_server" in str(capped["flags"]).split(";")
+    assert float(capped["server_running_reqs_mean"]) <= 16.5  # type: ignore[arg-type]
+
+
+def test_concurrency_above_the_declared_limit_is_flagged(tmp_path: Path) -> None:
+    sim = launch(["--max-running-requests", "32", "--enable-metrics",
+                  "--sim-time-scale", str(TIME_SCALE)], tmp_path)
+    try:
+        spec = PointSpec(base_url=sim.url, protocol="openai-chat", model="m", concurrency=48,
+                         requests=REQUESTS, warmup_s=0.5, window_s=2.0)
+        result = asyncio.run(run_point(spec))
+        summary = metrics.summarize_point(result, TIME_SCALE, max_running_requests=32,
+                                          error_budget=0.01)
+    finally:
+        sim.kill()
+    assert "capped_by_server" in str(summary["flags"]).split(";")
