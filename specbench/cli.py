@@ -6,6 +6,7 @@ code 2; an interrupted sweep exits 130 (SIGINT) or 128+signal.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -74,9 +75,11 @@ def _given(**values: Any) -> dict[str, Any]:
 
 
 def _split(values: list[str] | None) -> tuple[str, ...] | None:
+    """Flags given as one string each (`--sim-arg="--sim-stall-s 3"`), parsed like a shell
+    would quote them; nothing is ever run through a shell."""
     if not values:
         return None
-    return tuple(v for value in values for v in value.split() if v)
+    return tuple(v for value in values for v in shlex.split(value))
 
 
 @app.command()

@@ -447,7 +447,9 @@ def _dig(obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
-def _config_problems(reference: Run, candidate: Run) -> list[str]:
+def _config_problems(
+    reference: Run, candidate: Run, allowed: Sequence[str] = (), notes: list[str] | None = None
+) -> list[str]:
     ref_cfg = reference.manifest.get("config")
     cand_cfg = candidate.manifest.get("config")
     problems = []
@@ -461,12 +463,35 @@ def _config_problems(reference: Run, candidate: Run) -> list[str]:
         fields.append(_SIM_PROFILE_FIELD)
     for path, label in fields:
         ref_value, cand_value = _dig(ref_cfg, path), _dig(cand_cfg, path)
-        if ref_value != cand_value:
-            problems.append(
-                f"{label} differs ({'.'.join(path)}: reference {ref_value!r}, "
-                f"candidate {cand_value!r})"
-            )
+        if ref_value == cand_value:
+            continue
+        dotted = ".".join(path)
+        text = f"{label} differs ({dotted}: reference {ref_value!r}, candidate {cand_value!r})"
+        if dotted in allowed:
+            if notes is not None:
+                notes.append(f"{text}; compared anyway (--allow-config-change {dotted})")
+            continue
+        problems.append(text + f" (if intended, pass --allow-config-change {dotted})")
     return problems
+
+
+def allowed_config_fields() -> tuple[str, ...]:
+    """Dotted manifest paths that `--allow-config-change` accepts."""
+    return tuple(".".join(path) for path, _ in (*_CONFIG_FIELDS, _SIM_PROFILE_FIELD))
+
+
+def _threshold_only_levels(run: Run, keys: Iterable[_Key]) -> set[_Key]:
+    """Dynamic-mode points at levels outside the configured grid.
+
+    The sweep adds levels around the measured threshold for the dynamic mode only; the
+    threshold moves a little from run to run, so these extra levels need not exist in both
+    runs. They are compared when both runs have them and otherwise left out with a note.
+    """
+    grid = _dig(run.manifest, ("config", "concurrency"))
+    if not isinstance(grid, list | tuple) or not grid:
+        return set()
+    levels = {int(c) for c in grid}
+    return {k for k in keys if k[0] == "dynamic" and k[2] not in levels}
 
 
 def _prompt_set_problems(
@@ -928,10 +953,23 @@ def _compare_crossover(
 # The comparison
 
 
-def compare(reference: Run, candidate: Run, thresholds: Thresholds | None = None) -> Verdict:
-    """Compare two loaded runs; raise RegressInputError when they cannot be compared."""
+def compare(
+    reference: Run,
+    candidate: Run,
+    thresholds: Thresholds | None = None,
+    allow_config_changes: Sequence[str] = (),
+) -> Verdict:
+    """Compare two loaded runs; raise RegressInputError when they cannot be compared.
+
+    `allow_config_changes`: dotted manifest paths (e.g. ``sim.profile``) whose difference is
+    intended, as when a planted slow profile is passed by path; they are noted, not refused.
+    """
     th = thresholds or Thresholds()
     th.validate()
+    unknown = sorted(set(allow_config_changes) - set(allowed_config_fields()))
+    if unknown:
+        raise ConfigError(f"--allow-config-change {', '.join(unknown)} is not a compared "
+                          f"setting; choose from {', '.join(allowed_config_fields())}")
     ref = _samples(reference.summary)
     cand = _samples(candidate.summary)
     if not ref:
@@ -940,11 +978,16 @@ def compare(reference: Run, candidate: Run, thresholds: Thresholds | None = None
             "(a committed reference needs summary.parquet or points/); make a new reference"
         )
     notes: list[str] = []
-    problems = _config_problems(reference, candidate)
+    problems = _config_problems(reference, candidate, allow_config_changes, notes)
     ref_sets = {s for _, s, _ in ref}
     cand_sets = {s for _, s, _ in cand}
     problems += _prompt_set_problems(reference, candidate, ref_sets, cand_sets, notes)
     missing = sorted(k for k in ref if k not in cand and k[1] in cand_sets)
+    optional = _threshold_only_levels(reference, missing)
+    if optional:
+        notes.append(f"{len(optional)} threshold-only dynamic point(s) of the reference not in "
+                     f"the candidate, ignored: {_describe_points(optional)}")
+        missing = [k for k in missing if k not in optional]
     if missing:
         problems.append(f"{len(missing)} reference point(s) missing in the candidate: "
                         f"{_describe_points(missing)}")
@@ -960,7 +1003,7 @@ def compare(reference: Run, candidate: Run, thresholds: Thresholds | None = None
     skipped = sorted(k for k in ref if float(np.median(ref[k].output_tok_s)) <= 0)
     if skipped:
         notes.append(f"reference point(s) with no throughput, skipped: {_describe_points(skipped)}")
-    keys = [k for k in sorted(ref) if k not in skipped]
+    keys = [k for k in sorted(ref) if k not in skipped and k in cand]
     if not keys:
         raise RegressInputError(
             f"the reference run {reference.path} has no point with a positive output tok/s; "
@@ -1133,6 +1176,7 @@ def main(
     accept_fail_pct: float | None = None,
     thresholds: Thresholds | None = None,
     console: Console | None = None,
+    allow_config_changes: Sequence[str] = (),
 ) -> int:
     """`specbench regress`: compare, print, write the JSON verdict; return the exit code.
 
@@ -1150,7 +1194,7 @@ def main(
         th.validate()
         reference = load_run(reference_dir)
         candidate = load_run(candidate_dir)
-        verdict = compare(reference, candidate, th)
+        verdict = compare(reference, candidate, th, allow_config_changes)
     except (ConfigError, RunDirError, RegressInputError) as exc:
         message = str(exc)
         payload = json.dumps({"schema": JSON_SCHEMA, "status": "unusable",

@@ -96,10 +96,18 @@ def preflight(cfg: SweepConfig) -> dict[str, prompts.PromptSet]:
             raise ConfigError(f"two prompt sets are named {ps.name!r}; rename one of the files")
         sets[ps.name] = ps  # a file path is keyed by its stem, the name results use
     if cfg.engine == "sglang":
-        for label, path in (("model", cfg.server.model_path), ("draft model", cfg.server.draft_model_path)):
-            if path and path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
+        for label, path in (
+            ("model", cfg.server.model_path),
+            ("draft model", cfg.server.draft_model_path),
+        ):
+            if (
+                path
+                and path.startswith(("/", "./", "../", "~"))
+                and not Path(path).expanduser().exists()
+            ):
                 raise ConfigError(
-                    f"{label} path {path} does not exist; pass an existing directory or a Hugging Face model id"
+                    f"{label} path {path} does not exist; "
+                    "pass an existing directory or a Hugging Face model id"
                 )
     if cfg.engine in ("sim", "sglang") and not port_is_free(cfg.server.host, cfg.server.port):
         raise ConfigError(
@@ -115,9 +123,14 @@ def time_scale_of(cfg: SweepConfig) -> float:
 
 def server_command(mode: str, cfg: SweepConfig, adaptive_path: Path | None) -> list[str]:
     if cfg.engine == "sim":
-        return simulated.sim_command(mode, cfg, port=cfg.server.port, adaptive_config_path=adaptive_path)
+        return simulated.sim_command(
+            mode, cfg, port=cfg.server.port, adaptive_config_path=adaptive_path
+        )
     argv = argv_mod.build_argv(
-        mode, cfg.server, port=cfg.server.port, max_running_requests=cfg.max_running_requests,
+        mode,
+        cfg.server,
+        port=cfg.server.port,
+        max_running_requests=cfg.max_running_requests,
         adaptive_config_path=adaptive_path,
     )
     return [*sglang_mod.server_command(cfg.server), *argv]
@@ -154,18 +167,26 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
             cmd = server_command(mode, cfg, adaptive)
             env = argv_mod.server_env(mode, cfg.server)
             prefix = " ".join(f"{k}={v}" for k, v in env.items())
-            console.print(f"{mode}: {prefix + ' ' if prefix else ''}{' '.join(cmd)}", soft_wrap=True)
+            console.print(
+                f"{mode}: {prefix + ' ' if prefix else ''}{' '.join(cmd)}", soft_wrap=True
+            )
         if mode == "dynamic":
-            source = "given" if cfg.threshold else "computed after the baseline and eagle3 runs; shown with"
+            source = (
+                "given"
+                if cfg.threshold
+                else "computed after the baseline and eagle3 runs; shown with"
+            )
             console.print(
                 f"  adaptive config ({source} T={threshold}): "
-                f"{json.dumps(argv_mod.adaptive_config(cfg.server.speculative_num_steps, threshold))}"
+                + json.dumps(argv_mod.adaptive_config(cfg.server.speculative_num_steps, threshold))
             )
         levels = levels_for(mode, cfg, threshold)
         n = len(levels) * len(cfg.prompt_sets) * cfg.load.repeats
         n_points += n
-        console.print(f"  {n} points: prompt sets {','.join(cfg.prompt_sets)} x concurrency "
-                      f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)")
+        console.print(
+            f"  {n} points: prompt sets {','.join(cfg.prompt_sets)} x concurrency "
+            f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
+        )
     minutes = estimate_s(cfg, n_points) / 60
     console.print(f"{n_points} points in all; estimated {minutes:.1f} min")
 
@@ -175,8 +196,12 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
 
 
 def _host_info() -> dict[str, Any]:
-    return {"hostname": socket.gethostname(), "platform": platform.platform(),
-            "python": sys.version.split()[0], "cpu_count": os.cpu_count()}
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+    }
 
 
 def new_run_dir(cfg: SweepConfig) -> Path:
@@ -187,7 +212,8 @@ def new_run_dir(cfg: SweepConfig) -> Path:
         raise ConfigError(f"run name {name!r} escapes the results directory; use a plain name")
     if (run_dir / "manifest.json").exists():
         raise ConfigError(
-            f"{run_dir} already holds a run; pick another --run-name or continue it with --resume {run_dir}"
+            f"{run_dir} already holds a run; pick another --run-name or continue it with "
+            f"--resume {run_dir}"
         )
     (run_dir / "servers").mkdir(parents=True, exist_ok=True)
     return run_dir
@@ -208,8 +234,9 @@ class Manifest:
         self.save()
 
 
-def create_manifest(run_dir: Path, cfg: SweepConfig, sets: dict[str, prompts.PromptSet],
-                    command: list[str]) -> Manifest:
+def create_manifest(
+    run_dir: Path, cfg: SweepConfig, sets: dict[str, prompts.PromptSet], command: list[str]
+) -> Manifest:
     engine_version = None
     gpu = None
     if cfg.engine == "sglang":
@@ -227,8 +254,10 @@ def create_manifest(run_dir: Path, cfg: SweepConfig, sets: dict[str, prompts.Pro
         "gpu": gpu,
         "engine": {"kind": cfg.engine, "version": engine_version},
         "time_scale": time_scale_of(cfg),
-        "prompt_sets": {n: {"path": str(ps.path), "sha256": ps.sha256, "n_requests": len(ps.requests)}
-                        for n, ps in sets.items()},
+        "prompt_sets": {
+            n: {"path": str(ps.path), "sha256": ps.sha256, "n_requests": len(ps.requests)}
+            for n, ps in sets.items()
+        },
         "modes": {},
         "threshold": None,
         "started_at": results.utc_now(),
@@ -271,12 +300,15 @@ def open_resume(run_dir: Path, overrides: dict[str, Any]) -> tuple[SweepConfig, 
     stored = config_mod.from_dict(stored_raw)
     wanted = config_mod.from_dict(config_mod.merge(stored_raw, overrides))
     wanted = _keep_secrets(wanted, overrides)
-    diffs = [d for d in config_mod.differences(stored, wanted) if d not in ("results_dir", "run_name")]
+    diffs = [
+        d for d in config_mod.differences(stored, wanted) if d not in ("results_dir", "run_name")
+    ]
     if diffs:
         first = diffs[0]
         raise ConfigError(
             f"cannot resume {run_dir}: {first} differs from the stored run "
-            f"({_field(stored, first)!r} vs {_field(wanted, first)!r}); drop that option or start a new run"
+            f"({_field(stored, first)!r} vs {_field(wanted, first)!r}); "
+            "drop that option or start a new run"
         )
     return wanted, Manifest(run_dir / "manifest.json", run.manifest)
 
@@ -314,26 +346,46 @@ def start_server(mode: str, cfg: SweepConfig, run_dir: Path, threshold: int | No
             )
         launch = info.get("launch_command") or []
         argv = shlex.split(launch) if isinstance(launch, str) else [str(a) for a in launch]
-        server = Server(mode, url.rstrip("/"), argv=argv,
-                        env={}, time_scale=float(info.get("sim_time_scale", 1.0)), info=info)
+        server = Server(
+            mode,
+            url.rstrip("/"),
+            argv=argv,
+            env={},
+            time_scale=float(info.get("sim_time_scale", 1.0)),
+            info=info,
+        )
         _verify(server, cfg, threshold, launched=False)
         return server
     adaptive_path = None
     if mode == "dynamic":
         assert threshold is not None
         adaptive_path = argv_mod.write_adaptive_config(
-            run_dir / "servers" / "dynamic.adaptive.json", cfg.server.speculative_num_steps, threshold
+            run_dir / "servers" / "dynamic.adaptive.json",
+            cfg.server.speculative_num_steps,
+            threshold,
         )
     cmd = server_command(mode, cfg, adaptive_path)
     env = argv_mod.server_env(mode, cfg.server)
     log_path = run_dir / "servers" / f"{mode}.log"
     proc = ServerProcess(
-        name=mode, argv=cmd, log_path=log_path, host=cfg.server.host, port=cfg.server.port,
-        env=env, diagnose=_diagnose,
+        name=mode,
+        argv=cmd,
+        log_path=log_path,
+        host=cfg.server.host,
+        port=cfg.server.port,
+        env=env,
+        diagnose=_diagnose,
     )
     proc.start(cfg.server.ready_timeout_s)
-    server = Server(mode, proc.base_url, argv=cmd, env=env, time_scale=time_scale_of(cfg),
-                    process=proc, log_path=log_path)
+    server = Server(
+        mode,
+        proc.base_url,
+        argv=cmd,
+        env=env,
+        time_scale=time_scale_of(cfg),
+        process=proc,
+        log_path=log_path,
+    )
     try:
         server.info = attach_mod.fetch_server_info(server.base_url)
         _verify(server, cfg, threshold, launched=True)
@@ -462,30 +514,43 @@ def _finish(run_dir: Path, manifest: Manifest, status: str) -> None:
         results.rebuild_summary(run_dir)
 
 
-def _measure_all(cfg: SweepConfig, sets: dict[str, prompts.PromptSet], run_dir: Path,
-                 manifest: Manifest, console: Console, current: list[Server]) -> None:
+def _measure_all(
+    cfg: SweepConfig,
+    sets: dict[str, prompts.PromptSet],
+    run_dir: Path,
+    manifest: Manifest,
+    console: Console,
+    current: list[Server],
+) -> None:
     done = results.measured_keys(run_dir)
     modes = [m for m in MODE_ORDER if m in cfg.modes]
     ordered = {name: prompts.ordered_requests(ps, cfg.load.seed) for name, ps in sets.items()}
     threshold = _stored_threshold(manifest) or cfg.threshold
     # Points planned now; dynamic's straddle levels are added once the threshold is known.
-    planned = sum(
-        len(levels_for(m, cfg, threshold)) * len(sets) * cfg.load.repeats for m in modes
-    )
+    planned = sum(len(levels_for(m, cfg, threshold)) * len(sets) * cfg.load.repeats for m in modes)
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), console=console, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
     ) as progress:
         task = progress.add_task("sweep", total=planned)
         for mode in modes:
             if mode == "dynamic":
                 threshold = _choose_threshold(cfg, run_dir, manifest, console)
-                new_total = planned - len(levels_for(mode, cfg, None)) * len(sets) * cfg.load.repeats
+                new_total = (
+                    planned - len(levels_for(mode, cfg, None)) * len(sets) * cfg.load.repeats
+                )
                 new_total += len(levels_for(mode, cfg, threshold)) * len(sets) * cfg.load.repeats
                 progress.update(task, total=new_total)
-            keys = [PointKey(mode, s, c, r) for s in sets
-                    for c in levels_for(mode, cfg, threshold if mode == "dynamic" else None)
-                    for r in range(cfg.load.repeats)]
+            keys = [
+                PointKey(mode, s, c, r)
+                for s in sets
+                for c in levels_for(mode, cfg, threshold if mode == "dynamic" else None)
+                for r in range(cfg.load.repeats)
+            ]
             todo = [k for k in keys if k not in done]
             progress.advance(task, len(keys) - len(todo))
             if not todo:
@@ -495,9 +560,20 @@ def _measure_all(cfg: SweepConfig, sets: dict[str, prompts.PromptSet], run_dir: 
             current.append(server)
             _record_mode(manifest, server, threshold if mode == "dynamic" else None)
             for key in todo:
-                progress.update(task, description=f"{key.mode} {key.prompt_set} c={key.concurrency}")
-                server = _measure_point(key, cfg, ordered[key.prompt_set], run_dir, manifest,
-                                        console, current, server, threshold)
+                progress.update(
+                    task, description=f"{key.mode} {key.prompt_set} c={key.concurrency}"
+                )
+                server = _measure_point(
+                    key,
+                    cfg,
+                    ordered[key.prompt_set],
+                    run_dir,
+                    manifest,
+                    console,
+                    current,
+                    server,
+                    threshold,
+                )
                 progress.advance(task)
             current.remove(server)
             server.stop(cfg.server.stop_grace_s)
@@ -535,9 +611,17 @@ def _choose_threshold(cfg: SweepConfig, run_dir: Path, manifest: Manifest, conso
 
 
 def _record_mode(manifest: Manifest, server: Server, threshold: int | None) -> None:
-    info_keys = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-                 "speculative_num_draft_tokens", "speculative_adaptive", "max_running_requests",
-                 "sim_profile", "sim_time_scale")
+    info_keys = (
+        "version",
+        "speculative_algorithm",
+        "speculative_num_steps",
+        "speculative_eagle_topk",
+        "speculative_num_draft_tokens",
+        "speculative_adaptive",
+        "max_running_requests",
+        "sim_profile",
+        "sim_time_scale",
+    )
     manifest.data.setdefault("modes", {})[server.mode] = {
         "argv": server.argv,
         "env": server.env,
@@ -550,10 +634,21 @@ def _record_mode(manifest: Manifest, server: Server, threshold: int | None) -> N
     manifest.save()
 
 
-def _measure_point(key: PointKey, cfg: SweepConfig, requests: list[prompts.PromptRequest],
-                   run_dir: Path, manifest: Manifest, console: Console, current: list[Server],
-                   server: Server, threshold: int | None) -> Server:
+def _measure_point(
+    key: PointKey,
+    cfg: SweepConfig,
+    requests: list[prompts.PromptRequest],
+    run_dir: Path,
+    manifest: Manifest,
+    console: Console,
+    current: list[Server],
+    server: Server,
+    threshold: int | None,
+) -> Server:
     attempts = 0
+    # Messages of failed attempts stay in the manifest after a successful retry, so a point
+    # measured on a restarted server says so (and where the crash is logged).
+    errors: list[str] = []
     while True:
         attempts += 1
         flush_cache(server)
@@ -578,11 +673,13 @@ def _measure_point(key: PointKey, cfg: SweepConfig, requests: list[prompts.Promp
         if not result.server_gone and server.alive():
             frame = metrics.requests_frame(result, server.time_scale)
             summary = metrics.summarize_point(
-                result, server.time_scale, max_running_requests=cfg.max_running_requests,
+                result,
+                server.time_scale,
+                max_running_requests=cfg.max_running_requests,
                 error_budget=cfg.load.error_budget,
             )
             results.write_point(run_dir, key, frame, summary)
-            manifest.set_point(key, status="ok", attempts=attempts)
+            manifest.set_point(key, status="ok", attempts=attempts, errors=errors)
             acc = summary.get("accept_length")
             acc_text = f", accept {acc:.2f}" if isinstance(acc, float) and acc == acc else ""
             flags = summary.get("flags") or ""
@@ -594,7 +691,8 @@ def _measure_point(key: PointKey, cfg: SweepConfig, requests: list[prompts.Promp
             return server
         log = server.log_path or server.base_url
         message = f"{key.label}: the {key.mode} server went away mid-point; see its log {log}"
-        manifest.set_point(key, status="failed", attempts=attempts, error=message)
+        errors.append(message)
+        manifest.set_point(key, status="failed", attempts=attempts, error=message, errors=errors)
         console.print(f"[red]error:[/] {message}")
         if cfg.engine == "attach" or attempts > cfg.max_point_retries:
             raise SweepError(

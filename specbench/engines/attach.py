@@ -26,9 +26,13 @@ def fetch_server_info(base_url: str, timeout_s: float = 10.0) -> dict:
     try:
         info = json.loads(body)
     except json.JSONDecodeError:
-        raise ServerStartError(f"{base_url}/server_info did not return JSON; is this an SGLang server?") from None
+        raise ServerStartError(
+            f"{base_url}/server_info did not return JSON; is this an SGLang server?"
+        ) from None
     if not isinstance(info, dict):
-        raise ServerStartError(f"{base_url}/server_info did not return an object; is this an SGLang server?")
+        raise ServerStartError(
+            f"{base_url}/server_info did not return an object; is this an SGLang server?"
+        )
     return info
 
 

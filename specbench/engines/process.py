@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+# Grace for a server that never became ready: short, so an interrupted start still stops
+# everything within the 10 s a user waits after Ctrl-C.
+STOP_ON_FAILED_START_S = 5.0
 
 
 class ServerStartError(RuntimeError):
@@ -118,7 +121,7 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_parent,  # only prctl between fork and exec: no locks
             )
         except OSError as exc:
             log.close()
@@ -128,7 +131,13 @@ class ServerProcess:
             ) from None
         finally:
             log.close()
-        self._wait_ready(ready_timeout_s)
+        try:
+            self._wait_ready(ready_timeout_s)
+        except BaseException:
+            # Ctrl-C or SIGTERM while waiting (minutes for a real model): the half-started
+            # server is stopped here, since the caller never got a handle to stop it with.
+            self.stop(STOP_ON_FAILED_START_S)
+            raise
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -137,7 +146,9 @@ class ServerProcess:
             assert self.proc is not None
             code = self.proc.poll()
             if code is not None:
-                raise ServerStartError(self._failure_message(f"exited with code {code} during start-up"))
+                raise ServerStartError(
+                    self._failure_message(f"exited with code {code} during start-up")
+                )
             try:
                 status, _ = http_get(url, timeout_s=2.0)
                 if status == 200:
@@ -156,9 +167,8 @@ class ServerProcess:
             if message:
                 return f"{self.name} server {what}: {message}"
         tail = log_tail(self.log_path)
-        return (
-            f"{self.name} server {what}; see the log {self.log_path}"
-            + (f"; last lines:\n{tail}" if tail else "")
+        return f"{self.name} server {what}; see the log {self.log_path}" + (
+            f"; last lines:\n{tail}" if tail else ""
         )
 
     def alive(self) -> bool:
@@ -173,10 +183,8 @@ class ServerProcess:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pgid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                pass
         # Children that outlived the leader (or a leader that ignored SIGTERM) go now.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)

@@ -122,6 +122,8 @@ class ServerSettings:
     sim_time_scale: float
     sim_seed: int
     faults: FaultOptions
+    disable_radix_cache: bool = False
+    enable_cache_report: bool = False
     argv: tuple[str, ...] = ()
     ignored_flags: tuple[str, ...] = ()
     # (level, message) lines that resolution logs once logging is set up, as SGLang does.
@@ -204,12 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--speculative-draft-load-format",
     ):
         add(flag, default=None, help="accepted; no effect in the simulator")
-    for flag in (
-        "--disable-radix-cache",
-        "--disable-cuda-graph",
-        "--disable-overlap-schedule",
+    add("--disable-radix-cache", action="store_true", help="no prefix cache")
+    add(
         "--enable-cache-report",
-    ):
+        action="store_true",
+        help="report usage.prompt_tokens_details.cached_tokens in OpenAI responses",
+    )
+    for flag in ("--disable-cuda-graph", "--disable-overlap-schedule"):
         add(flag, action="store_true", help="accepted; no effect in the simulator")
 
     sim = parser.add_argument_group("simulation (specbench only)")
@@ -455,10 +458,8 @@ def resolve(
             ("--kv-cache-dtype", ns.kv_cache_dtype),
             ("--watchdog-timeout", ns.watchdog_timeout),
             ("--speculative-draft-load-format", ns.speculative_draft_load_format),
-            ("--disable-radix-cache", ns.disable_radix_cache or None),
             ("--disable-cuda-graph", ns.disable_cuda_graph or None),
             ("--disable-overlap-schedule", ns.disable_overlap_schedule or None),
-            ("--enable-cache-report", ns.enable_cache_report or None),
         )
         if value is not None
     )
@@ -499,6 +500,8 @@ def resolve(
         sim_time_scale=ns.sim_time_scale,
         sim_seed=ns.sim_seed,
         faults=faults,
+        disable_radix_cache=bool(ns.disable_radix_cache),
+        enable_cache_report=bool(ns.enable_cache_report),
         argv=argv,
         ignored_flags=ignored,
         startup_log=tuple(log),

@@ -57,6 +57,44 @@ class LinearModel:
 
 
 @dataclass(frozen=True)
+class MoeLinearModel:
+    """Linear layers of a mixture-of-experts model sharded over several GPUs (§4.2).
+
+    A step over N tokens reads the non-expert weights plus every expert that at least one
+    token routes to: with uniform routing over E experts, top-k per token, the distinct
+    experts touched per MoE layer are ``E_act(N) = E·(1 − (1 − k/E)^N)``. So one decode token
+    reads k experts per layer, a verify of B·(K+1) tokens pulls in many more, and the weight
+    read saturates once N·k ≫ E. Compute is a roofline over the *active* parameters, and a
+    fixed cost per forward (kernel launches, tensor-parallel all-reduces or expert-parallel
+    all-to-alls over the GPUs, sampling) sits on top: at small batch it dominates.
+    """
+
+    n_experts: int
+    experts_per_token: int
+    n_moe_layers: int
+    expert_bytes: float  # one routed expert (gate, up, down) as stored (e.g. FP8)
+    nonexpert_bytes: float  # attention, dense layers, shared experts, embeddings, lm_head
+    bw_bytes_per_s: float  # weight-read bandwidth summed over the GPUs
+    compute_tok_per_s: float  # R: tokens per second once compute-bound (all GPUs)
+    t_fixed_ms: float  # per forward, independent of N
+    p: float = 4.0
+
+    def experts_touched(self, n_tokens: float) -> float:
+        """Distinct experts per MoE layer for `n_tokens` tokens (uniform routing)."""
+        e, k = self.n_experts, self.experts_per_token
+        return float(e * (1.0 - (1.0 - k / e) ** max(n_tokens, 0.0)))
+
+    def weight_bytes(self, n_tokens: float) -> float:
+        touched = self.experts_touched(n_tokens)
+        return self.nonexpert_bytes + self.n_moe_layers * touched * self.expert_bytes
+
+    def time_ms(self, n_tokens: float) -> float:
+        mem_ms = 1e3 * self.weight_bytes(n_tokens) / self.bw_bytes_per_s
+        compute_ms = 1e3 * n_tokens / self.compute_tok_per_s
+        return self.t_fixed_ms + float((mem_ms**self.p + compute_ms**self.p) ** (1.0 / self.p))
+
+
+@dataclass(frozen=True)
 class AttentionModel:
     """Attention cost: KV reads during decode, FLOPs during prefill."""
 
@@ -149,7 +187,7 @@ class Profile:
     description: str
     architecture: str
     context_length: int
-    target_linear: LinearModel
+    target_linear: LinearModel | MoeLinearModel
     target_attention: AttentionModel
     draft_linear: LinearModel
     draft_attention: AttentionModel
@@ -339,12 +377,23 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
             ) from None
     workload_raw.update({k: v for k, v in acceptance.items() if k != "rule"})
     workload = _build(Workload, {**workload_raw, "rules": rules}, "workload/acceptance", path)
+    # A mixture-of-experts target gives [target_moe] instead of [target_linear].
+    target_linear: LinearModel | MoeLinearModel
+    if "target_moe" in data:
+        target_linear = _build(
+            MoeLinearModel, _section(data, "target_moe", path), "target_moe", path
+        )
+    else:
+        target_linear = _build(
+            LinearModel, _section(data, "target_linear", path), "target_linear", path
+        )
     known = {
         "name",
         "description",
         "architecture",
         "context_length",
         "target_linear",
+        "target_moe",
         "target_attention",
         "draft_linear",
         "draft_attention",
@@ -358,9 +407,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         description=str(data.get("description", "")),
         architecture=str(data.get("architecture", "LlamaForCausalLM")),
         context_length=int(data.get("context_length", 131072)),
-        target_linear=_build(
-            LinearModel, _section(data, "target_linear", path), "target_linear", path
-        ),
+        target_linear=target_linear,
         target_attention=_build(
             AttentionModel, _section(data, "target_attention", path), "target_attention", path
         ),

@@ -35,6 +35,7 @@ from typing import Any
 
 from specbench.sim.args import ServerSettings, SlotConfig
 from specbench.sim.costmodel import Profile, decode_step, prefill_step
+from specbench.sim.prefixcache import BLOCK_TOKENS, PrefixCache
 from specbench.sim.workload import RequestTraits
 
 LogFn = Callable[[str, str], None]
@@ -45,6 +46,8 @@ class SimRequest:
 
     __slots__ = (
         "arrival_real",
+        "block_keys",
+        "cached_tokens",
         "cancelled",
         "completion_tokens",
         "correct_drafts",
@@ -56,10 +59,13 @@ class SimRequest:
         "finished",
         "first_token_real",
         "is_streaming",
+        "kv_private",
+        "locked_keys",
         "log_alpha",
         "max_new_tokens",
         "prefill_done",
         "prompt_tokens",
+        "reserved",
         "rid",
         "rng",
         "seed",
@@ -79,10 +85,17 @@ class SimRequest:
         is_streaming: bool = False,
         count_metrics: bool = True,
         topk: int = 1,
+        block_keys: tuple[bytes, ...] = (),
     ) -> None:
         self.rid = rid
         self.traits = traits
         self.prompt_tokens = traits.prompt_tokens
+        # Only blocks that lie wholly inside the prompt's token count can be cached.
+        self.block_keys = block_keys[: self.prompt_tokens // BLOCK_TOKENS]
+        self.cached_tokens = 0  # prompt tokens served from the prefix cache
+        self.locked_keys: tuple[bytes, ...] = ()  # cache blocks this request holds
+        self.kv_private = 0  # KV tokens this request holds outside the cache
+        self.reserved = False  # KV space reserved (at admission) and not yet released
         self.max_new_tokens = max(0, max_new_tokens)
         natural = max(traits.natural_output_tokens, min_new_tokens)
         if ignore_eos or natural >= self.max_new_tokens:
@@ -289,6 +302,7 @@ class _Forward:
     steps: int = 0
     kv_tokens: int = 0
     decoding_before: int = 0  # requests in the decode batch when the forward was planned
+    cached_tokens: int = 0  # prefill: prompt tokens of newly admitted requests found cached
 
 
 class Scheduler:
@@ -332,7 +346,10 @@ class Scheduler:
         self.queue: deque[SimRequest] = deque()
         self.prefilling: deque[SimRequest] = deque()
         self.decoding: list[SimRequest] = []
-        self.used_tokens = 0  # prompt + output tokens of admitted requests (KV in use)
+        # KV in use = used_tokens (held privately by admitted requests: uncached prompt and
+        # output tokens) + the prefix cache's blocks (shared, and evictable when unlocked).
+        self.used_tokens = 0
+        self.cache = PrefixCache(enabled=not settings.disable_radix_cache)
         self.counters = Counters()
         self.current_steps = self.static_steps
         self._last_was_decode = True
@@ -392,6 +409,14 @@ class Scheduler:
         if self.idle:
             return self.anchor_model + (time.monotonic() - self.anchor_real) * self.time_scale
         return self.model_now
+
+    @property
+    def kv_tokens_in_use(self) -> int:
+        return self.used_tokens + self.cache.size_tokens
+
+    def flush_cache(self) -> None:
+        """/flush_cache on an idle server: the prefix cache empties (nothing holds a block)."""
+        self.cache.flush()
 
     def reset_spec_stats(self) -> None:
         self.counters.spec_decode_tokens = 0
@@ -453,12 +478,46 @@ class Scheduler:
     def _head_admissible(self) -> bool:
         """Whether the head of the queue may start its prefill now (cancelled heads dropped)."""
         while self.queue and self.queue[0].cancelled:
-            self._finish(self.queue.popleft(), time.monotonic())
+            head = self.queue.popleft()
+            self._release(head)
+            self._finish(head, time.monotonic())
         if not self.queue or self.num_running >= self.effective_max_running:
             return False
-        fits = self.used_tokens + self.queue[0].prompt_tokens <= self.kv_capacity_tokens
-        # FIFO: the head waits for KV space (unless nothing runs, so nothing would free any).
-        return fits or self.num_running == 0
+        head = self.queue[0]
+        return head.reserved or self._reserve(head)
+
+    def _reserve(self, req: SimRequest) -> bool:
+        """Reserve KV for the head of the queue: lock its cached prefix, evict LRU blocks if
+        the uncached rest does not fit. FIFO: the head waits for KV space (unless nothing
+        runs, so nothing would free any)."""
+        cache = self.cache
+        matched = cache.match(req.block_keys)
+        # SGLang always computes the last prompt token (its logits give the first output).
+        cached = min(matched * BLOCK_TOKENS, req.prompt_tokens - 1)
+        need = req.prompt_tokens - cached
+        keys = req.block_keys[:matched]
+        cache.lock(keys)
+        free = self.kv_capacity_tokens - self.used_tokens - cache.size_tokens
+        if need > free and need <= free + cache.evictable_tokens:
+            free += cache.evict(need - free)
+        if need > free and self.num_running > 0:
+            cache.unlock(keys)
+            return False
+        req.locked_keys = keys
+        req.cached_tokens = cached
+        req.prefill_done = cached
+        req.kv_private = need
+        req.reserved = True
+        self.used_tokens += need
+        cache.hit_tokens += cached
+        cache.query_tokens += req.prompt_tokens
+        return True
+
+    def _trim_cache(self) -> None:
+        """Decode grew the running requests' KV: evict unlocked blocks to stay in the pool."""
+        over = self.kv_tokens_in_use - self.kv_capacity_tokens
+        if over > 0:
+            self.cache.evict(over)
 
     def _drop_cancelled(self) -> None:
         now = time.monotonic()
@@ -501,19 +560,26 @@ class Scheduler:
             chunks.append(n)
             cost_chunks.append((n, req.prefill_done))
             budget -= n
+        new_cached = 0
         while budget > 0 and self._head_admissible():
             req = self.queue.popleft()
             self.prefilling.append(req)
-            self.used_tokens += req.prompt_tokens
-            n = min(req.prompt_tokens, budget)
+            # Only the uncached rest is computed; attention still reads the cached prefix.
+            n = min(req.prompt_tokens - req.prefill_done, budget)
             reqs.append(req)
             chunks.append(n)
-            cost_chunks.append((n, 0))
+            cost_chunks.append((n, req.prefill_done))
+            new_cached += req.cached_tokens
             budget -= n
         cost = prefill_step(self.profile, cost_chunks, speculative=self.speculative)
         self._last_was_decode = False
         return _Forward(
-            "prefill", cost.total_ms / 1e3, reqs, chunks, decoding_before=len(self.decoding)
+            "prefill",
+            cost.total_ms / 1e3,
+            reqs,
+            chunks,
+            decoding_before=len(self.decoding),
+            cached_tokens=new_cached,
         )
 
     def _plan_decode(self) -> _Forward:
@@ -559,6 +625,7 @@ class Scheduler:
                     done.append(req)
             for req in done:
                 self.prefilling.remove(req)
+                self._insert_prompt(req)
                 req.first_token_real = end_real
                 if req.target_tokens <= 0:
                     self._finish(req, end_real)
@@ -566,6 +633,7 @@ class Scheduler:
                     continue
                 # The extend forward samples the first output token.
                 req.completion_tokens = 1
+                req.kv_private += 1
                 self.used_tokens += 1
                 emitted += 1
                 if req.target_tokens <= 1:
@@ -613,12 +681,14 @@ class Scheduler:
             else:
                 add = 1
             req.completion_tokens += add
+            req.kv_private += add
             emitted += add
             if add >= remaining:
                 finished.append(req)
             elif req.is_streaming:
                 req.event.set()
         self.used_tokens += emitted
+        self._trim_cache()
         for req in finished:
             self._release(req)
             self._finish(req, end_real)
@@ -643,8 +713,29 @@ class Scheduler:
             self._log_decode(fwd)
         return emitted
 
+    def _insert_prompt(self, req: SimRequest) -> None:
+        """After its prefill, a request's prompt blocks enter the cache (held while it runs);
+        blocks another request inserted meanwhile are shared, their private copy freed."""
+        if not self.cache.enabled:
+            return
+        new_keys = req.block_keys[len(req.locked_keys) :]
+        if not new_keys:
+            return
+        self.cache.lock(new_keys)
+        req.locked_keys = req.block_keys
+        moved = min(len(new_keys) * BLOCK_TOKENS, req.kv_private)
+        req.kv_private -= moved
+        self.used_tokens -= moved
+
     def _release(self, req: SimRequest) -> None:
-        self.used_tokens -= req.prompt_tokens + req.completion_tokens
+        """Give back a request's KV: private tokens freed, cached blocks become evictable."""
+        if not req.reserved:
+            return
+        req.reserved = False
+        self.used_tokens -= req.kv_private
+        req.kv_private = 0
+        self.cache.unlock(req.locked_keys)
+        req.locked_keys = ()
 
     def _finish(self, req: SimRequest, now: float) -> None:
         if req.finished:
@@ -672,18 +763,19 @@ class Scheduler:
 
     # ----------------------------------------------------------------- logs
     def _log_prefill(self, fwd: _Forward) -> None:
-        usage = self.used_tokens / self.kv_capacity_tokens if self.kv_capacity_tokens else 0.0
+        usage = self.kv_tokens_in_use / self.kv_capacity_tokens if self.kv_capacity_tokens else 0.0
         self.log(
             "info",
             f"Prefill batch, #new-seq: {len(fwd.requests)}, #new-token: {sum(fwd.chunks)}, "
-            f"#cached-token: 0, token usage: {usage:.2f}, #running-req: {fwd.decoding_before}, "
+            f"#cached-token: {fwd.cached_tokens}, token usage: {usage:.2f}, "
+            f"#running-req: {fwd.decoding_before}, "
             f"#queue-req: {len(self.queue)}",
         )
 
     def _log_decode(self, fwd: _Forward) -> None:
         elapsed = self.model_now - self._win_model_start
         self.last_gen_throughput = self._win_tokens / elapsed if elapsed > 0 else 0.0
-        usage = self.used_tokens / self.kv_capacity_tokens if self.kv_capacity_tokens else 0.0
+        usage = self.kv_tokens_in_use / self.kv_capacity_tokens if self.kv_capacity_tokens else 0.0
         spec = ""
         if self.speculative:
             self.last_accept_length = (

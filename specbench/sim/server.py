@@ -45,6 +45,7 @@ from specbench.sim.args import (
 )
 from specbench.sim.costmodel import Profile, ProfileError, load_profile
 from specbench.sim.lifecycle import set_parent_death_signal
+from specbench.sim.prefixcache import block_keys
 from specbench.sim.scheduler import Scheduler, SimRequest
 from specbench.sim.workload import (
     TraitModel,
@@ -331,7 +332,14 @@ class SimServer:
                 "max_ms": 1e3 * sch.stream_delay_max_s,
                 "writes": sch.stream_writes,
             },
-            "sim_kv_tokens_in_use": sch.used_tokens,
+            "sim_kv_tokens_in_use": sch.kv_tokens_in_use,
+            # Since start or /flush_cache: prompt tokens looked up and found in the prefix cache.
+            "sim_prefix_cache": {
+                "enabled": sch.cache.enabled,
+                "hit_tokens": sch.cache.hit_tokens,
+                "query_tokens": sch.cache.query_tokens,
+                "size_tokens": sch.cache.size_tokens,
+            },
             "sim_skip_zero_step_draft_extend": s.skip_zero_step_draft_extend,
         }
 
@@ -348,6 +356,7 @@ class SimServer:
             await asyncio.sleep(0.05)
         if not self.scheduler.idle:
             return web.Response(status=400, text=FLUSH_TEXT)
+        self.scheduler.flush_cache()
         self.scheduler.reset_spec_stats()
         _log("info", "Cache flushed successfully!")
         return web.Response(status=200, text=FLUSH_TEXT)
@@ -400,8 +409,11 @@ class SimServer:
             "The generation throughput (token/s).",
             [(sched, sch.last_gen_throughput)],
         )
-        usage = sch.used_tokens / sch.kv_capacity_tokens if sch.kv_capacity_tokens else 0.0
+        usage = sch.kv_tokens_in_use / sch.kv_capacity_tokens if sch.kv_capacity_tokens else 0.0
         metric("sglang:token_usage", "gauge", "The token usage.", [(sched, usage)])
+        cache = sch.cache
+        hit_rate = cache.hit_tokens / cache.query_tokens if cache.query_tokens else 0.0
+        metric("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", [(sched, hit_rate)])
         metric(
             "sglang:max_total_num_tokens",
             "gauge",
@@ -574,6 +586,7 @@ class SimServer:
             min_new_tokens=min_new_tokens,
             is_streaming=stream,
             topk=self.scheduler.topk,
+            block_keys=block_keys(text) if self.scheduler.cache.enabled else (),
         )
         self.scheduler.submit(req)
         return req
@@ -611,7 +624,7 @@ class SimServer:
             "finish_reason": self._native_finish(req) if req.finished else None,
             "prompt_tokens": req.prompt_tokens,
             "completion_tokens": req.completion_tokens,
-            "cached_tokens": 0,
+            "cached_tokens": req.cached_tokens,
             "reasoning_tokens": 0,
             "weight_version": "default",
             "num_retractions": 0,
@@ -640,13 +653,12 @@ class SimServer:
             return "length", None
         return "stop", EOS_TOKEN_ID
 
-    @staticmethod
-    def _usage(req: SimRequest) -> dict[str, Any]:
+    def _usage(self, req: SimRequest) -> dict[str, Any]:
         return {
             "prompt_tokens": req.prompt_tokens,
             "total_tokens": req.prompt_tokens + req.completion_tokens,
             "completion_tokens": req.completion_tokens,
-            "prompt_tokens_details": None,
+            "prompt_tokens_details": _cache_details(req, self.settings.enable_cache_report),
             "reasoning_tokens": 0,
         }
 
@@ -761,6 +773,7 @@ class SimServer:
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
+        cache_report = self.settings.enable_cache_report
         want_spec = bool(body.get("return_spec_tokens_details")) and self.settings.speculative
         model = str(body.get("model") or self.settings.served_model_name)
         req = self._new_request(
@@ -819,7 +832,7 @@ class SimServer:
                     + "}"
                 )
             if now > sent:
-                usage = f',"usage":{_usage_json(req)}' if continuous else ""
+                usage = f',"usage":{_usage_json(req, cache_report)}' if continuous else ""
                 delta = '{"content":' + filler_json(req.seed, sent, now) + "}"
                 payloads.append(head + choice(delta) + usage + "}")
             return payloads
@@ -869,6 +882,7 @@ class SimServer:
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
+        cache_report = self.settings.enable_cache_report
         want_spec = bool(body.get("return_spec_tokens_details")) and self.settings.speculative
         model = str(body.get("model") or self.settings.served_model_name)
         req = self._new_request(
@@ -910,7 +924,7 @@ class SimServer:
             if done:
                 r, m = self._openai_finish(req)
                 reason, matched = _dumps(r), _dumps(m)
-            usage = _usage_json(req) if continuous else "null"
+            usage = _usage_json(req, cache_report) if continuous else "null"
             return [
                 head
                 + '"choices":[{"index":0,"text":'
@@ -1028,12 +1042,18 @@ def _opt_int(value: Any, name: str) -> int | None:
     return int(value)
 
 
-def _usage_json(req: SimRequest) -> str:
+def _cache_details(req: SimRequest, enabled: bool) -> dict[str, int] | None:
+    """usage.prompt_tokens_details: SGLang fills it only with --enable-cache-report."""
+    return {"cached_tokens": req.cached_tokens} if enabled else None
+
+
+def _usage_json(req: SimRequest, cache_report: bool) -> str:
     """SGLang's usage object, formatted directly (it is sent with every chunk under load)."""
     total = req.prompt_tokens + req.completion_tokens
+    details = f'{{"cached_tokens":{req.cached_tokens}}}' if cache_report else "null"
     return (
         f'{{"prompt_tokens":{req.prompt_tokens},"total_tokens":{total},'
-        f'"completion_tokens":{req.completion_tokens},"prompt_tokens_details":null,'
+        f'"completion_tokens":{req.completion_tokens},"prompt_tokens_details":{details},'
         f'"reasoning_tokens":0}}'
     )
 

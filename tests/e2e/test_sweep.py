@@ -19,16 +19,41 @@ from tests.e2e.conftest import run_cli, sim_processes
 pytestmark = pytest.mark.slow
 
 # Small and fast: short windows, a fast simulator, few levels.
-FAST = ["--sim-time-scale", "8", "--warmup-s", "0.5", "--window-s", "2", "--request-timeout-s", "30"]
+FAST = [
+    "--sim-time-scale",
+    "8",
+    "--warmup-s",
+    "0.5",
+    "--window-s",
+    "2",
+    "--request-timeout-s",
+    "30",
+]
 
 
-def _sweep(tmp_path: Path, port: int, *extra: str, name: str = "run") -> subprocess.CompletedProcess[str]:
-    return run_cli(["sweep", "--port", str(port), "--results-dir", str(tmp_path / "res"),
-                    "--run-name", name, *FAST, *extra], cwd=tmp_path)
+def _sweep(
+    tmp_path: Path, port: int, *extra: str, name: str = "run"
+) -> subprocess.CompletedProcess[str]:
+    return run_cli(
+        [
+            "sweep",
+            "--port",
+            str(port),
+            "--results-dir",
+            str(tmp_path / "res"),
+            "--run-name",
+            name,
+            *FAST,
+            *extra,
+        ],
+        cwd=tmp_path,
+    )
 
 
 def _keys(run_dir: Path) -> list[tuple[str, str, int, int]]:
-    return sorted((k.mode, k.prompt_set, k.concurrency, k.repeat) for k in results.measured_keys(run_dir))
+    return sorted(
+        (k.mode, k.prompt_set, k.concurrency, k.repeat) for k in results.measured_keys(run_dir)
+    )
 
 
 def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
@@ -46,8 +71,14 @@ def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
     assert base["accept_length"].isna().all()
     eagle = run.summary[run.summary["mode"] == "eagle3"]
     assert (eagle["accept_length"] > 1.0).all()
-    for name in ("summary.parquet", "summary.csv", "report.md", "analysis.json",
-                 "servers/baseline.log", "servers/dynamic.adaptive.json"):
+    for name in (
+        "summary.parquet",
+        "summary.csv",
+        "report.md",
+        "analysis.json",
+        "servers/baseline.log",
+        "servers/dynamic.adaptive.json",
+    ):
         assert (run_dir / name).exists(), name
     assert any((run_dir / "plots").glob("*.png"))
     analysis = json.loads((run_dir / "analysis.json").read_text())
@@ -60,9 +91,19 @@ def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
 
 def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> None:
     # The server crashes after 40 requests; with no retries the sweep stops with one message.
-    proc = _sweep(tmp_path, port, "--modes", "baseline", "--prompts", "coding",
-                  "--concurrency", "1,4,16,64", "--sim-arg=--sim-crash-after-requests 40",
-                  "--max-point-retries", "0")
+    proc = _sweep(
+        tmp_path,
+        port,
+        "--modes",
+        "baseline",
+        "--prompts",
+        "coding",
+        "--concurrency",
+        "1,4,16,64",
+        "--sim-arg=--sim-crash-after-requests 40",
+        "--max-point-retries",
+        "0",
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     run_dir = tmp_path / "res" / "run"
@@ -79,21 +120,48 @@ def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> Non
 
 
 def test_server_crash_is_retried_with_a_restart(tmp_path: Path, port: int) -> None:
-    proc = _sweep(tmp_path, port, "--modes", "baseline", "--prompts", "coding",
-                  "--concurrency", "1,4,16", "--sim-arg=--sim-crash-after-requests 30",
-                  "--max-point-retries", "5")
+    proc = _sweep(
+        tmp_path,
+        port,
+        "--modes",
+        "baseline",
+        "--prompts",
+        "coding",
+        "--concurrency",
+        "1,4,16",
+        "--sim-arg=--sim-crash-after-requests 48",
+        "--max-point-retries",
+        "5",
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = tmp_path / "res" / "run"
     assert _keys(run_dir) == [("baseline", "coding", c, 0) for c in (1, 4, 16)]
     assert "restarting the baseline server" in proc.stdout
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)])
+@pytest.mark.parametrize(
+    "sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)]
+)
 def test_signal_stops_servers_keeps_points(tmp_path: Path, port: int, sig: int, code: int) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = [sys.executable, "-m", "specbench", "sweep", "--port", str(port), "--results-dir",
-            str(tmp_path / "res"), "--run-name", "run", *FAST, "--concurrency", "1,2,4,8,16,32"]
-    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = [
+        sys.executable,
+        "-m",
+        "specbench",
+        "sweep",
+        "--port",
+        str(port),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--run-name",
+        "run",
+        *FAST,
+        "--concurrency",
+        "1,2,4,8,16,32",
+    ]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     run_dir = tmp_path / "res" / "run"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(results.point_files(run_dir)) < 2:
@@ -105,7 +173,8 @@ def test_signal_stops_servers_keeps_points(tmp_path: Path, port: int, sig: int, 
     out, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10, "servers must be stopped within 10 s"
     assert proc.returncode == code, err[-2000:]
-    assert "Traceback" not in err
+    assert "Traceback" not in out + err
+    assert "--resume" in err
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
     assert set(before) <= set(_keys(run_dir))
@@ -115,10 +184,28 @@ def test_signal_stops_servers_keeps_points(tmp_path: Path, port: int, sig: int, 
 def test_sigkill_then_resume_completes_exactly_once(tmp_path: Path, port: int) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     levels = "1,2,4,8"
-    args = [sys.executable, "-m", "specbench", "sweep", "--port", str(port), "--results-dir",
-            str(tmp_path / "res"), "--run-name", "run", *FAST, "--concurrency", levels,
-            "--modes", "baseline,eagle3", "--prompts", "coding"]
-    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = [
+        sys.executable,
+        "-m",
+        "specbench",
+        "sweep",
+        "--port",
+        str(port),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--run-name",
+        "run",
+        *FAST,
+        "--concurrency",
+        levels,
+        "--modes",
+        "baseline,eagle3",
+        "--prompts",
+        "coding",
+    ]
+    proc = subprocess.Popen(
+        args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     run_dir = tmp_path / "res" / "run"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(results.point_files(run_dir)) < 2:
@@ -139,16 +226,80 @@ def test_sigkill_then_resume_completes_exactly_once(tmp_path: Path, port: int) -
     for path, mtime in mtimes.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was measured twice"
     summary = pd.read_parquet(run_dir / "summary.parquet")
-    assert len(summary) == 8 and not summary.duplicated(["mode", "prompt_set", "concurrency", "repeat"]).any()
+    assert (
+        len(summary) == 8
+        and not summary.duplicated(["mode", "prompt_set", "concurrency", "repeat"]).any()
+    )
 
 
 def test_resume_refuses_a_different_config(tmp_path: Path, port: int) -> None:
-    proc = _sweep(tmp_path, port, "--modes", "baseline", "--prompts", "coding", "--concurrency", "1")
+    proc = _sweep(
+        tmp_path, port, "--modes", "baseline", "--prompts", "coding", "--concurrency", "1"
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     run_dir = tmp_path / "res" / "run"
     again = run_cli(["sweep", "--resume", str(run_dir), "--concurrency", "1,2"], cwd=tmp_path)
     assert again.returncode == 2
     assert again.stderr.strip().splitlines() == [
-        f"error: cannot resume {run_dir}: concurrency differs from the stored run ((1,) vs (1, 2)); "
-        "drop that option or start a new run"
+        f"error: cannot resume {run_dir}: concurrency differs from the stored run "
+        "((1,) vs (1, 2)); drop that option or start a new run"
     ]
+
+
+@pytest.mark.parametrize("via", ["option", "environment"])
+def test_api_key_never_reaches_the_run_directory(tmp_path: Path, port: int, via: str) -> None:
+    secret = "sk-SECRET-" + via + "-4f2a9c"
+    extra = ["--api-key", secret] if via == "option" else []
+    env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
+    if via == "environment":
+        env["SPECBENCH_API_KEY"] = secret
+    args = [
+        sys.executable,
+        "-m",
+        "specbench",
+        "sweep",
+        "--port",
+        str(port),
+        "--results-dir",
+        str(tmp_path / "res"),
+        "--run-name",
+        "run",
+        *FAST,
+        "--modes",
+        "baseline",
+        "--prompts",
+        "coding",
+        "--concurrency",
+        "2",
+        *extra,
+    ]
+    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    run_dir = tmp_path / "res" / "run"
+    files = [p for p in run_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "manifest.json" for p in files) and any(p.suffix == ".log" for p in files)
+    leaked = [str(p) for p in files if secret.encode() in p.read_bytes()]
+    assert leaked == []
+    assert secret not in proc.stdout + proc.stderr
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    if via == "option":
+        assert "***" in manifest["command"]
+    # Servers bind to loopback unless asked otherwise.
+    argv = manifest["modes"]["baseline"]["argv"]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert sim_processes(port) == []
+
+
+def test_no_shell_strings_in_the_package() -> None:
+    # Commands are argv lists only: a model path or server flag can never be run by a shell.
+    root = Path(__file__).resolve().parents[2] / "specbench"
+    offenders = [
+        f"{p}:{n}"
+        for p in root.rglob("*.py")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if any(
+            bad in line
+            for bad in ("shell=True", "os.system(", "os.popen(", "create_subprocess_shell")
+        )
+    ]
+    assert offenders == []

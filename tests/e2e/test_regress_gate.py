@@ -1,0 +1,130 @@
+"""The CI regression gate against planted regressions of the simulated server and the client.
+
+Each planted fault must fail the gate (exit 1) with a message that names what regressed and
+where; a mismatched setting must make it refuse (exit 2). To stay cheap, every run here is the
+`ci` preset cut to one prompt set, three of its levels and the baseline and EAGLE-3 modes, and
+the reference is swept here from the unmodified simulator (not the committed one, which the
+simulator's own evolution may move).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from specbench import regress
+from specbench.engines.process import free_port
+from tests.e2e.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+PROFILE = Path(__file__).resolve().parents[2] / "specbench/sim/profiles/llama-3.1-8b-1xh200.toml"
+# The ci preset's windows and seeds; fewer levels, one prompt set, two modes.
+REDUCED = ["--preset", "ci", "--prompts", "coding", "--concurrency", "16,64,128",
+           "--modes", "baseline,eagle3"]
+STEP_SECTIONS = {"target_linear", "target_attention", "draft_linear", "draft_attention",
+                 "overheads"}
+ALPHA_KEYS = {"default_alpha", "agentic_alpha", "alpha"}
+_LINE = re.compile(r"^(\s*)([A-Za-z_]+)(\s*=\s*)([0-9.eE+-]+)(.*)$")
+
+
+def rewrite_profile(target: Path, step_factor: float = 1.0, alpha_factor: float = 1.0) -> Path:
+    """Copy the default profile with every step cost times `step_factor` and alphas scaled.
+
+    Times (``*_ms``, ``*_us``) are multiplied and rates (``*_per_s``) divided, so every forward
+    takes `step_factor` as long; acceptance alphas are multiplied by `alpha_factor`.
+    """
+    section = ""
+    out = []
+    for line in PROFILE.read_text().splitlines():
+        header = re.match(r"^\s*\[+([A-Za-z_.]+)\]+", line)
+        if header:
+            section = header.group(1)
+        m = _LINE.match(line)
+        if m:
+            key, value = m.group(2), float(m.group(4))
+            if section in STEP_SECTIONS and key.endswith(("_ms", "_us")):
+                value *= step_factor
+            elif section in STEP_SECTIONS and key.endswith("_per_s"):
+                value /= step_factor
+            elif section.startswith("acceptance") and key in ALPHA_KEYS:
+                value *= alpha_factor
+            line = f"{m.group(1)}{key}{m.group(3)}{value!r}{m.group(5)}"
+        out.append(line)
+    target.write_text("\n".join(out) + "\n")
+    return target
+
+
+def sweep(results: Path, name: str, *extra: str) -> Path:
+    proc = run_cli(["sweep", *REDUCED, "--results-dir", str(results), "--run-name", name,
+                    "--port", str(free_port()), *extra], cwd=results.parent)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return results / name
+
+
+def gate(reference: Path, candidate: Path, *allow: str) -> tuple[int, str]:
+    """`specbench regress` in process (the --allow-config-change path included)."""
+    console = Console(record=True, width=200, force_terminal=False)
+    code = regress.main(reference, candidate, json_path=candidate / "verdict.json",
+                        console=console, allow_config_changes=allow)
+    return code, console.export_text()
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gate") / "res"
+
+
+@pytest.fixture(scope="module")
+def reference(runs_dir: Path) -> Path:
+    return sweep(runs_dir, "ref")
+
+
+def test_unchanged_simulator_passes(runs_dir: Path, reference: Path) -> None:
+    code, text = gate(reference, sweep(runs_dir, "same"))
+    assert code == 0, text
+
+
+def test_ten_percent_slower_steps_fail(runs_dir: Path, reference: Path) -> None:
+    slow = rewrite_profile(runs_dir.parent / "slow.toml", step_factor=1.1)
+    candidate = sweep(runs_dir, "slow", "--sim-profile", str(slow))
+    # A profile passed by path is another setting: refused unless the change is declared.
+    code, text = gate(reference, candidate)
+    assert code == 2, text
+    assert "sim.profile" in text and "--allow-config-change sim.profile" in text
+    code, text = gate(reference, candidate, "sim.profile")
+    assert code == 1, text
+    assert re.search(r"FAIL (baseline|eagle3)/coding: output tok/s -\d", text), text
+
+
+def test_halved_acceptance_fails(runs_dir: Path, reference: Path) -> None:
+    # alpha x 0.65 halves the expected accepted drafts per verify (alpha + alpha^2 + alpha^3).
+    low = rewrite_profile(runs_dir.parent / "low-accept.toml", alpha_factor=0.65)
+    candidate = sweep(runs_dir, "low-accept", "--sim-profile", str(low))
+    code, text = gate(reference, candidate, "sim.profile")
+    assert code == 1, text
+    assert "FAIL eagle3/coding: accept length -" in text, text
+    assert "baseline/coding" not in " ".join(
+        line for line in text.splitlines() if line.startswith("FAIL")), text
+
+
+def test_slow_client_fails(runs_dir: Path, reference: Path) -> None:
+    # 80 us of CPU per read: the client tops out near 12k reads/s, below what the server
+    # streams at c=64 and above, while c=16 still fits.
+    candidate = sweep(runs_dir, "slow-client", "--planted-read-delay-us", "80")
+    code, text = gate(reference, candidate)
+    assert code == 1, text
+    assert re.search(r"FAIL (baseline|eagle3)/coding: output tok/s", text), text
+    assert "client_bound" in text, text
+
+
+def test_mismatched_levels_are_refused(runs_dir: Path, reference: Path, tmp_path: Path) -> None:
+    candidate = sweep(runs_dir, "fewer", "--concurrency", "16,64")
+    proc = run_cli(["regress", "--reference", str(reference), "--candidate", str(candidate)],
+                   cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "missing in the candidate" in proc.stdout + proc.stderr
+    assert "c=128" in proc.stdout + proc.stderr
