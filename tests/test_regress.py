@@ -522,3 +522,49 @@ def test_workflow_is_valid_and_gates_on_regress() -> None:
                if str(s.get("uses", "")).startswith("actions/upload-artifact@v4")]
     assert uploads and all(s.get("if") == "always()" for s in uploads)
     assert any("results/candidate" in str(s["with"]["path"]) for s in uploads)
+
+
+# --- settings that may differ --------------------------------------------------------------
+
+
+def _add_point(run: Path, mode: str, pset: str, c: int, tok_s: float) -> None:
+    summary = {"n_requests": 50, "n_errors": 0, "window_s": 8.0, "output_tok_s": tok_s,
+               "requests_per_s": tok_s / 200, "accept_length": 1.0, "flags": "",
+               "output_tok_s_ci_low": tok_s * 0.98, "output_tok_s_ci_high": tok_s * 1.02}
+    results.write_point(run, results.PointKey(mode, pset, c, 0),
+                        pd.DataFrame({"window_tokens": [100]}), summary)
+    results.rebuild_summary(run)
+
+
+def test_threshold_only_dynamic_levels_may_differ(tmp_path: Path) -> None:
+    # The sweep adds dynamic-only levels around the measured threshold (here 24 vs 28): they
+    # move with the threshold, so they are not required in both runs; grid levels still are.
+    modes = ("baseline", "eagle3", "dynamic")
+    ref = make_run(tmp_path / "ref", modes=modes)
+    _add_point(ref, "dynamic", "coding", 24, 2000.0)
+    cand = make_run(tmp_path / "cand", modes=modes)
+    _add_point(cand, "dynamic", "coding", 28, 2100.0)
+    code, out = run_main(ref, cand)
+    assert code == 0, out
+    assert "1 threshold-only dynamic point(s) of the reference not in the candidate, ignored: " \
+        "dynamic/coding c=24" in out
+    shutil.rmtree(cand / "points" / "dynamic" / "coding")
+    results.rebuild_summary(cand)
+    code, out = run_main(ref, cand)
+    assert code == 2
+    assert "reference point(s) missing in the candidate: dynamic/coding c=1,2,4,8,16,32,64,128" \
+        in out
+
+
+def test_allowed_config_change_is_compared_with_a_note(reference: Path, tmp_path: Path) -> None:
+    # A planted profile is passed by path, so sim.profile differs: refused unless declared.
+    cand = make_run(tmp_path / "cand", sim_profile="/tmp/slow.toml",
+                    tok=scaled(lambda m, s, c, r: 0.9))
+    code, out = run_main(reference, cand)
+    assert code == 2 and "pass --allow-config-change sim.profile" in out
+    code, out = run_main(reference, cand, allow_config_changes=("sim.profile",))
+    assert code == 1, out
+    assert "compared anyway (--allow-config-change sim.profile)" in out
+    assert "FAIL baseline/coding: output tok/s -10.0%" in out
+    code, out = run_main(reference, cand, allow_config_changes=("sim.time_scale",))
+    assert code == 2 and "--allow-config-change sim.time_scale is not a compared setting" in out

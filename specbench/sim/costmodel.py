@@ -14,7 +14,10 @@ the one in shared/reference/speculation-under-load.md §4.1:
 * an EAGLE-3 step is verify (target, B·(K+1) tokens) + draft extend over the verified tokens +
   (K-1) one-token draft steps + K draft attentions + per-draft-step launch cost + a speculative
   overhead that grows with the batch; a zero-step step (dynamic mode above its threshold) is a
-  one-token verify plus a draft extend, *not* a plain decode, as in SGLang 0.5.23.
+  one-token verify plus a draft extend, *not* a plain decode, as in SGLang 0.5.23;
+* a mixture-of-experts target (profile section ``[target_moe]``, §4.2) reads the experts its
+  tokens route to, ``E_act(N) = E·(1 − (1 − k/E)^N)`` per layer, plus a fixed per-forward cost
+  (launches and collectives over the GPUs) that dominates at small batch.
 
 Everything is a pure function of a :class:`Profile`, so tests can check it against the
 measured table (§4.3) and the lead can print tok/s curves without starting a server.

@@ -3,7 +3,10 @@
 The scheduler does what SGLang's does at the level a throughput benchmark can see:
 
 * a FIFO queue; at most R requests running (R = resolved --max-running-requests, optionally
-  capped lower by --sim-cap-running) and no more prompt tokens than the KV pool holds;
+  capped lower by --sim-cap-running) and no more KV than the pool holds;
+* a prefix (radix) cache, on unless --disable-radix-cache: a new request prefills only the
+  part of its prompt not already cached (prefixcache.py); cached blocks share the KV pool with
+  running requests and are evicted least recently used when the pool needs room;
 * forwards alternate between an extend (prefill) forward over up to --chunked-prefill-size
   new prompt tokens and a decode forward over every request that has its first token;
 * a decode forward of a speculative server verifies K drafts per request; each request accepts

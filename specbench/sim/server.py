@@ -306,6 +306,8 @@ class SimServer:
             "cuda_graph_max_bs_decode": s.cuda_graph_max_bs_decode,
             "cuda_graph_max_bs_prefill": s.cuda_graph_max_bs_prefill,
             "max_total_num_tokens": sch.kv_capacity_tokens,
+            "disable_radix_cache": s.disable_radix_cache,
+            "enable_cache_report": s.enable_cache_report,
             "max_req_input_len": s.context_length - 1,
             "launch_command": " ".join(["python", "-m", "specbench.sim", *s.argv]),
             "version": SIM_VERSION,

@@ -111,7 +111,8 @@ def test_disabled_radix_cache_has_no_hits(start_sim) -> None:  # type: ignore[no
     for _ in range(2):
         assert _generate(sim, HISTORY)["cached_tokens"] == 0
         assert _chat(sim, HISTORY)["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
-    assert sim.get_json("/server_info")["sim_prefix_cache"]["enabled"] is False
+    info = sim.get_json("/server_info")
+    assert info["sim_prefix_cache"]["enabled"] is False and info["disable_radix_cache"] is True
 
 
 def test_without_cache_report_usage_has_no_details(start_sim) -> None:  # type: ignore[no-untyped-def]
@@ -133,3 +134,17 @@ def test_hits_are_deterministic_across_servers(start_sim) -> None:  # type: igno
         runs.append([_generate(sim, p)["cached_tokens"] for p in prompts])
     assert runs[0] == runs[1]
     assert runs[0][0] == 0 and runs[0][3] > 0 and runs[0][5] > 0
+
+
+def test_cached_prefix_makes_prefill_cheaper(start_sim) -> None:  # type: ignore[no-untyped-def]
+    # Real time (scale 1) so that HTTP overhead is small next to the modelled prefill.
+    sim = start_sim("--max-running-requests", "4")
+    long_prompt = HISTORY * 4  # ~11k tokens: ~0.3 s of prefill on the Llama profile
+    body = {"text": long_prompt, "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    latencies = []
+    for _ in range(2):
+        status, out = sim.post("/generate", body)
+        assert status == 200, out
+        latencies.append(json.loads(out)["meta_info"]["e2e_latency"])
+    cold, warm = latencies
+    assert cold > 0.2 and warm < 0.3 * cold, latencies
