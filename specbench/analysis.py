@@ -270,11 +270,19 @@ def threshold_levels(threshold: int, levels: list[int] | tuple[int, ...]) -> lis
             if 1 <= c <= top and c not in present]
 
 
-def applied_threshold(run: Run) -> int | None:
-    """The threshold the run's dynamic server used, as the manifest records it (None if none)."""
+def applied_threshold(run: Run, prompt_set: str | None = None) -> int | None:
+    """The threshold the run's dynamic server used, as the manifest records it (None if none).
+
+    With `prompt_set`, the one that set's dynamic server used (auto sweeps run each prompt
+    set's dynamic server with that set's own threshold).
+    """
+    record = run.manifest.get("threshold")
+    if prompt_set is not None and isinstance(record, dict):
+        per_set = record.get("per_prompt_set") or {}
+        if isinstance(per_set, dict) and _finite(per_set.get(prompt_set)):
+            return int(_as_float(per_set[prompt_set]))
     modes = run.manifest.get("modes") or {}
     dynamic = modes.get("dynamic") if isinstance(modes, dict) else None
-    record = run.manifest.get("threshold")
     config = run.manifest.get("config") or {}
     for value in (dynamic.get("threshold") if isinstance(dynamic, dict) else None,
                   record.get("value") if isinstance(record, dict) else None,
@@ -549,6 +557,8 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
             )
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples)
             for name in run.prompt_sets}
+    for name, found in sets.items():
+        found["applied_threshold"] = applied_threshold(run, name)
     recommended = min(s["threshold_batch_size"] for s in sets.values())
     if len(sets) > 1:
         top = max(s["levels"][-1] for s in sets.values())

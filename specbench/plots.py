@@ -298,6 +298,7 @@ def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
     fig, axes = _panels(1, len(sets), title)
     for ax, prompt_set in zip(axes[0], sets, strict=True):
         s = result["prompt_sets"][prompt_set]
+        set_threshold = s.get("applied_threshold") or threshold
         eff = {int(c): e for c, e in s["envelope_efficiency"].items()}
         interpolated = set(s["envelope_interpolated"])
         levels = sorted(eff)
@@ -313,8 +314,8 @@ def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
                     label="static modes interpolated")
         ax.axhline(1.0, color="black", lw=1.0, ls="--", label="1.0 (as good as the best)")
         ax.axhline(0.95, color="0.5", lw=0.8, ls=":", label="0.95")
-        ax.axvline(threshold, color="black", lw=1.0, ls="-.",
-                   label=f"threshold T={threshold} (batch size)")
+        ax.axvline(set_threshold, color="black", lw=1.0, ls="-.",
+                   label=f"threshold T={set_threshold} (batch size)")
         _log2_axis(ax, levels)
         ax.set_ylabel("envelope efficiency E(c)")
         _title(ax, f"{prompt_set}: lowest E {s['envelope_min']:.2f}")

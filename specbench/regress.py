@@ -79,11 +79,19 @@ class RegressInputError(ValueError):
 class Thresholds:
     """When a difference warns or fails. Percentages are drops relative to the reference.
 
-    Placeholders until tuned from measured run-to-run noise on the CI machine.
+    Chosen from measured run-to-run noise of the `ci` preset on the simulated server
+    (benchmarks/regress_noise.py, 5 runs against one reference; results/reference/README.md):
+    per point the candidate/reference ratio spread by at most 1.2% (sd of log ratio about
+    0.2-0.3%), per mode/prompt set the geometric mean by at most 0.3%. warn_pct 2 sits above
+    the worst single point seen; fail_pct 5 is more than 15 point sds and 4 sds of a 5-level
+    geometric mean even at the 2.7% CV CodSpeed measured on hosted runners, so noise alone
+    does not fail, while a 10% slower server (about -9% tok/s) fails with room to spare.
+    Acceptance is a ratio of token counts (spread under 0.1% here) and keeps wider limits for
+    real GPUs, where sampling kernels are not bit-reproducible.
     """
 
-    warn_pct: float = 3.0  # output tok/s drop that warns
-    fail_pct: float = 7.0  # output tok/s drop that fails (with statistical support)
+    warn_pct: float = 2.0  # output tok/s drop that warns
+    fail_pct: float = 5.0  # output tok/s drop that fails (with statistical support)
     accept_warn_pct: float = 5.0  # accept length drop that warns
     accept_fail_pct: float = 10.0  # accept length drop that fails
     error_warn_pp: float = 0.5  # error-rate rise, percentage points, that warns
@@ -483,9 +491,10 @@ def allowed_config_fields() -> tuple[str, ...]:
 def _threshold_only_levels(run: Run, keys: Iterable[_Key]) -> set[_Key]:
     """Dynamic-mode points at levels outside the configured grid.
 
-    The sweep adds levels around the measured threshold for the dynamic mode only; the
-    threshold moves a little from run to run, so these extra levels need not exist in both
-    runs. They are compared when both runs have them and otherwise left out with a note.
+    The sweep adds T-1, T, T+1 for the dynamic mode only. There the running batch size
+    straddles the switch, so whether a step drafts depends on request timing and the
+    throughput does not repeat between identical runs (measured: up to 50% apart); with an
+    auto threshold the levels themselves move. They are reported in the run, not gated.
     """
     grid = _dig(run.manifest, ("config", "concurrency"))
     if not isinstance(grid, list | tuple) or not grid:
@@ -983,10 +992,11 @@ def compare(
     cand_sets = {s for _, s, _ in cand}
     problems += _prompt_set_problems(reference, candidate, ref_sets, cand_sets, notes)
     missing = sorted(k for k in ref if k not in cand and k[1] in cand_sets)
-    optional = _threshold_only_levels(reference, missing)
+    optional = _threshold_only_levels(reference, ref)
     if optional:
-        notes.append(f"{len(optional)} threshold-only dynamic point(s) of the reference not in "
-                     f"the candidate, ignored: {_describe_points(optional)}")
+        notes.append(f"{len(optional)} dynamic point(s) at levels the sweep added around the "
+                     f"threshold, not gated (the server switches there, so they do not repeat "
+                     f"run to run): {_describe_points(optional)}")
         missing = [k for k in missing if k not in optional]
     if missing:
         problems.append(f"{len(missing)} reference point(s) missing in the candidate: "
@@ -1003,7 +1013,7 @@ def compare(
     skipped = sorted(k for k in ref if float(np.median(ref[k].output_tok_s)) <= 0)
     if skipped:
         notes.append(f"reference point(s) with no throughput, skipped: {_describe_points(skipped)}")
-    keys = [k for k in sorted(ref) if k not in skipped and k in cand]
+    keys = [k for k in sorted(ref) if k not in skipped and k in cand and k not in optional]
     if not keys:
         raise RegressInputError(
             f"the reference run {reference.path} has no point with a positive output tok/s; "

@@ -128,9 +128,16 @@ def _threshold_lines(result: dict[str, Any]) -> list[str]:
     lines = []
     if len(result["prompt_sets"]) > 1:
         lines.append(f"Threshold rule: {result['combine_rule']}.")
-    applied = result.get("applied_threshold")
-    if applied is not None and applied != result["recommended_threshold"]:
-        lines.append(f"The dynamic-disable server in this run used T = {applied}.")
+    used = {name: r.get("applied_threshold") for name, r in result["prompt_sets"].items()}
+    if any(t is not None for t in used.values()) and len(set(used.values())) > 1:
+        shown = ", ".join(f"T = {t} for {name}" for name, t in used.items() if t is not None)
+        lines.append(
+            f"The dynamic-disable check ran each prompt set with its own threshold: {shown}."
+        )
+    else:
+        applied = result.get("applied_threshold")
+        if applied is not None and applied != result["recommended_threshold"]:
+            lines.append(f"The dynamic-disable server in this run used T = {applied}.")
     return lines
 
 

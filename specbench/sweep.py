@@ -333,7 +333,9 @@ def _field(cfg: SweepConfig, dotted: str) -> Any:
 # Servers.
 
 
-def start_server(mode: str, cfg: SweepConfig, run_dir: Path, threshold: int | None) -> Server:
+def start_server(
+    mode: str, cfg: SweepConfig, run_dir: Path, threshold: int | None, label: str | None = None
+) -> Server:
     if cfg.engine == "attach":
         url = dict(cfg.attach)[mode]
         attach_mod.wait_ready(url, timeout_s=min(cfg.server.ready_timeout_s, 60.0))
@@ -360,7 +362,7 @@ def start_server(mode: str, cfg: SweepConfig, run_dir: Path, threshold: int | No
     if mode == "dynamic":
         assert threshold is not None
         adaptive_path = argv_mod.write_adaptive_config(
-            run_dir / "servers" / "dynamic.adaptive.json",
+            run_dir / "servers" / f"dynamic{'-' + label if label else ''}.adaptive.json",
             cfg.server.speculative_num_steps,
             threshold,
         )
@@ -525,9 +527,13 @@ def _measure_all(
     done = results.measured_keys(run_dir)
     modes = [m for m in MODE_ORDER if m in cfg.modes]
     ordered = {name: prompts.ordered_requests(ps, cfg.load.seed) for name, ps in sets.items()}
-    threshold = _stored_threshold(manifest) or cfg.threshold
-    # Points planned now; dynamic's straddle levels are added once the threshold is known.
-    planned = sum(len(levels_for(m, cfg, threshold)) * len(sets) * cfg.load.repeats for m in modes)
+    stored = _stored_thresholds(manifest)
+    # Points planned now; dynamic's straddle levels are added once its thresholds are known.
+    planned = sum(
+        len(levels_for(m, cfg, stored.get(s) if m == "dynamic" else None)) * cfg.load.repeats
+        for m in modes
+        for s in sets
+    )
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -538,79 +544,111 @@ def _measure_all(
     ) as progress:
         task = progress.add_task("sweep", total=planned)
         for mode in modes:
+            # One server per distinct threshold: the dynamic server of each prompt set runs with
+            # that set's own threshold (unless one was given), the static modes with none.
+            groups: dict[int | None, list[str]] = {None: list(sets)}
             if mode == "dynamic":
-                threshold = _choose_threshold(cfg, run_dir, manifest, console)
-                new_total = (
-                    planned - len(levels_for(mode, cfg, None)) * len(sets) * cfg.load.repeats
+                per_set = _choose_thresholds(cfg, list(sets), run_dir, manifest, console)
+                groups = {}
+                for name in sets:
+                    groups.setdefault(per_set[name], []).append(name)
+                total = sum(
+                    len(levels_for(m, cfg, per_set[s] if m == "dynamic" else None))
+                    * cfg.load.repeats
+                    for m in modes
+                    for s in sets
                 )
-                new_total += len(levels_for(mode, cfg, threshold)) * len(sets) * cfg.load.repeats
-                progress.update(task, total=new_total)
-            keys = [
-                PointKey(mode, s, c, r)
-                for s in sets
-                for c in levels_for(mode, cfg, threshold if mode == "dynamic" else None)
-                for r in range(cfg.load.repeats)
-            ]
-            todo = [k for k in keys if k not in done]
-            progress.advance(task, len(keys) - len(todo))
-            if not todo:
-                continue
-            progress.update(task, description=f"{mode}: starting server")
-            server = start_server(mode, cfg, run_dir, threshold if mode == "dynamic" else None)
-            current.append(server)
-            _record_mode(manifest, server, threshold if mode == "dynamic" else None)
-            for key in todo:
-                progress.update(
-                    task, description=f"{key.mode} {key.prompt_set} c={key.concurrency}"
-                )
-                server = _measure_point(
-                    key,
-                    cfg,
-                    ordered[key.prompt_set],
-                    run_dir,
-                    manifest,
-                    console,
-                    current,
-                    server,
-                    threshold,
-                )
-                progress.advance(task)
-            current.remove(server)
-            server.stop(cfg.server.stop_grace_s)
+                progress.update(task, total=total)
+            for threshold, names in groups.items():
+                keys = [
+                    PointKey(mode, name, c, r)
+                    for name in names
+                    for c in levels_for(mode, cfg, threshold)
+                    for r in range(cfg.load.repeats)
+                ]
+                todo = [k for k in keys if k not in done]
+                progress.advance(task, len(keys) - len(todo))
+                if not todo:
+                    continue
+                progress.update(task, description=f"{mode}: starting server")
+                label = None if len(groups) == 1 else "+".join(names)
+                server = start_server(mode, cfg, run_dir, threshold, label)
+                current.append(server)
+                _record_mode(manifest, server, threshold, names)
+                for key in todo:
+                    progress.update(
+                        task, description=f"{key.mode} {key.prompt_set} c={key.concurrency}"
+                    )
+                    server = _measure_point(
+                        key,
+                        cfg,
+                        ordered[key.prompt_set],
+                        run_dir,
+                        manifest,
+                        console,
+                        current,
+                        server,
+                        threshold,
+                    )
+                    progress.advance(task)
+                current.remove(server)
+                server.stop(cfg.server.stop_grace_s)
 
 
-def _stored_threshold(manifest: Manifest) -> int | None:
+def _stored_thresholds(manifest: Manifest) -> dict[str, int]:
     record = manifest.data.get("threshold")
-    if isinstance(record, dict) and isinstance(record.get("value"), int):
-        return int(record["value"])
-    return None
+    if isinstance(record, dict) and isinstance(record.get("per_prompt_set"), dict):
+        return {k: int(v) for k, v in record["per_prompt_set"].items()}
+    return {}
 
 
-def _choose_threshold(cfg: SweepConfig, run_dir: Path, manifest: Manifest, console: Console) -> int:
-    stored = _stored_threshold(manifest)
-    if stored is not None:
+def _choose_thresholds(
+    cfg: SweepConfig, names: list[str], run_dir: Path, manifest: Manifest, console: Console
+) -> dict[str, int]:
+    """The dynamic server's threshold per prompt set, chosen once and kept in the manifest.
+
+    Given (`--threshold N`): N for every set. Auto: each set's own threshold from its measured
+    crossover, so the dynamic check shows whether switching off at that set's threshold tracks
+    the better static curve; the combined recommendation for a mixed deployment (the lowest
+    over sets) is recorded beside them and reported.
+    """
+    stored = _stored_thresholds(manifest)
+    if all(name in stored for name in names):
         return stored
+    recommended: int
     if cfg.threshold is not None:
-        value, source = cfg.threshold, "given"
+        per_set, recommended, source = dict.fromkeys(names, cfg.threshold), cfg.threshold, "given"
     elif {"baseline", "eagle3"} <= set(cfg.modes):
         from specbench import analysis
 
         results.rebuild_summary(run_dir)
         run = results.load_run(run_dir)
         found = analysis.write_analysis(run)
-        value, source = int(found["recommended_threshold"]), "auto"
-        console.print(f"threshold from the measured crossover: batch size {value}")
-    else:
-        value, source = config_mod.DEFAULT_FIXED_THRESHOLD, "default"
+        per_set = {n: int(found["prompt_sets"][n]["threshold_batch_size"]) for n in names}
+        recommended, source = int(found["recommended_threshold"]), "auto"
+        shown = ", ".join(f"{n} {t}" for n, t in per_set.items())
         console.print(
-            f"[yellow]no baseline+eagle3 curves to compute a threshold from; using {value}[/]"
+            f"thresholds from the measured crossovers (batch size): {shown}; "
+            f"recommended for a mixed deployment: {recommended}"
         )
-    manifest.data["threshold"] = {"value": value, "source": source}
+    else:
+        fixed = config_mod.DEFAULT_FIXED_THRESHOLD
+        per_set, recommended, source = dict.fromkeys(names, fixed), fixed, "default"
+        console.print(
+            f"[yellow]no baseline+eagle3 curves to compute a threshold from; using {fixed}[/]"
+        )
+    manifest.data["threshold"] = {
+        "value": recommended,
+        "source": source,
+        "per_prompt_set": per_set,
+    }
     manifest.save()
-    return value
+    return per_set
 
 
-def _record_mode(manifest: Manifest, server: Server, threshold: int | None) -> None:
+def _record_mode(
+    manifest: Manifest, server: Server, threshold: int | None, names: list[str]
+) -> None:
     info_keys = (
         "version",
         "speculative_algorithm",
@@ -622,7 +660,11 @@ def _record_mode(manifest: Manifest, server: Server, threshold: int | None) -> N
         "sim_profile",
         "sim_time_scale",
     )
-    manifest.data.setdefault("modes", {})[server.mode] = {
+    modes = manifest.data.setdefault("modes", {})
+    per_set = dict((modes.get(server.mode) or {}).get("per_prompt_set") or {})
+    for name in names:
+        per_set[name] = {"threshold": threshold, "argv": server.argv}
+    modes[server.mode] = {
         "argv": server.argv,
         "env": server.env,
         "url": server.base_url,
@@ -630,6 +672,7 @@ def _record_mode(manifest: Manifest, server: Server, threshold: int | None) -> N
         "threshold": threshold,
         "server_info": {k: server.info.get(k) for k in info_keys if k in server.info},
         "time_scale": server.time_scale,
+        "per_prompt_set": per_set,
     }
     manifest.save()
 
