@@ -331,13 +331,13 @@ def differences(old: SweepConfig, new: SweepConfig) -> list[str]:
 # Named option sets, applied under the config file and the command line. Windows are in
 # simulated-GPU seconds; the sim time scale only changes wall time, not the numbers.
 PRESETS: dict[str, dict[str, Any]] = {
-    # A demo in about a minute: three levels spanning both crossovers, short windows, and a
-    # faster simulator (numbers stay in GPU time; the client_bound flag says if it could not
-    # keep up).
+    # A demo in about a minute: four levels spanning both crossovers, short windows, and a
+    # slightly faster simulator (numbers stay in GPU time; the client_bound flag says where
+    # the client could not keep up).
     "quick": {
-        "concurrency": (1, 16, 128),
+        "concurrency": (1, 16, 64, 250),
         "load": {"warmup_s": 1.0, "warmup_max_s": 10.0, "window_s": 3.0},
-        "sim": {"time_scale": 8.0},
+        "sim": {"time_scale": 5.0},
     },
     # The CI regression job (issue 7): levels bracketing the simulated crossovers (agentic
     # near 32, coding between 64 and 128), fixed seeds, 3x real time so one sweep takes about

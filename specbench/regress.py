@@ -81,16 +81,17 @@ class Thresholds:
 
     Chosen from measured run-to-run noise of the `ci` preset on the simulated server
     (benchmarks/regress_noise.py, 5 runs against one reference; results/reference/README.md):
-    per point the candidate/reference ratio spread by at most 1.2% (sd of log ratio about
-    0.2-0.3%), per mode/prompt set the geometric mean by at most 0.3%. warn_pct 2 sits above
-    the worst single point seen; fail_pct 5 is more than 15 point sds and 4 sds of a 5-level
-    geometric mean even at the 2.7% CV CodSpeed measured on hosted runners, so noise alone
+    on the 2-core CI machine the candidate/reference ratio of a point moved by at most 1.9%
+    (sd of log ratio 0.4%), the geometric mean of a mode/prompt set by at most 0.43%.
+    warn_pct 2.5 sits above the worst single point seen; fail_pct 5 is 12 point sds, and 4
+    sds of a 5-level geometric mean even at the 2.7% CV CodSpeed measured on hosted runners,
+    and the gate also needs statistical support, so noise alone
     does not fail, while a 10% slower server (about -9% tok/s) fails with room to spare.
     Acceptance is a ratio of token counts (spread under 0.1% here) and keeps wider limits for
     real GPUs, where sampling kernels are not bit-reproducible.
     """
 
-    warn_pct: float = 2.0  # output tok/s drop that warns
+    warn_pct: float = 2.5  # output tok/s drop that warns
     fail_pct: float = 5.0  # output tok/s drop that fails (with statistical support)
     accept_warn_pct: float = 5.0  # accept length drop that warns
     accept_fail_pct: float = 10.0  # accept length drop that fails
