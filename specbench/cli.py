@@ -340,6 +340,10 @@ def regress(
     accept_fail_pct: Annotated[
         float | None, typer.Option(help="acceptance drop that fails (%)")
     ] = None,
+    allow_config_change: Annotated[
+        list[str] | None,
+        typer.Option(help="manifest setting allowed to differ, e.g. sim.profile (repeatable)"),
+    ] = None,
 ) -> None:
     """Compare a candidate run with a reference: exit 0 ok, 1 regression, 2 unusable input."""
     from specbench import regress as regress_mod
@@ -352,6 +356,7 @@ def regress(
         fail_pct=fail_pct,
         accept_fail_pct=accept_fail_pct,
         console=Console(),
+        allow_config_changes=tuple(allow_config_change or ()),
     )
     raise typer.Exit(code)
 

@@ -77,15 +77,28 @@ def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
         "report.md",
         "analysis.json",
         "servers/baseline.log",
-        "servers/dynamic.adaptive.json",
+        "servers/dynamic.log",
     ):
         assert (run_dir / name).exists(), name
     assert any((run_dir / "plots").glob("*.png"))
     analysis = json.loads((run_dir / "analysis.json").read_text())
-    threshold = analysis["recommended_threshold"]
-    assert run.manifest["threshold"]["value"] == threshold
-    cfg = json.loads((run_dir / "servers" / "dynamic.adaptive.json").read_text())
-    assert cfg[str(threshold)] == {"candidate_steps": [0]} or threshold == 1
+    # The combined recommendation is recorded; each prompt set's dynamic server ran with that
+    # set's own threshold, written as SGLang's adaptive JSON.
+    assert run.manifest["threshold"]["value"] == analysis["recommended_threshold"]
+    per_set = run.manifest["threshold"]["per_prompt_set"]
+    assert set(per_set) == {"coding", "agentic"}
+    configs = [
+        json.loads(p.read_text()) for p in (run_dir / "servers").glob("dynamic*.adaptive.json")
+    ]
+    for name, threshold in per_set.items():
+        assert analysis["prompt_sets"][name]["threshold_batch_size"] == threshold
+        assert analysis["prompt_sets"][name]["applied_threshold"] == threshold
+        assert {"candidate_steps": [0]} in [c.get(str(threshold)) for c in configs]
+        straddle = {threshold - 1, threshold, threshold + 1} & set(range(1, 65))
+        measured = set(
+            run.summary.query("mode == 'dynamic' and prompt_set == @name")["concurrency"]
+        )
+        assert straddle <= measured
     assert sim_processes(port) == []
 
 
