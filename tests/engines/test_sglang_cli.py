@@ -13,26 +13,58 @@ from specbench.engines.process import free_port
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run([sys.executable, "-m", "specbench", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "specbench", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_dry_run_prints_three_correct_commands(tmp_path: Path) -> None:
-    proc = _cli(["sweep", "--engine", "sglang", "--dry-run", "--model-path", "org/target",
-                 "--draft-model-path", "org/draft", "--spec-steps", "4", "--threshold", "40",
-                 "--port", "30123", "--concurrency", "1,8,64,250"], tmp_path)
+    proc = _cli(
+        [
+            "sweep",
+            "--engine",
+            "sglang",
+            "--dry-run",
+            "--model-path",
+            "org/target",
+            "--draft-model-path",
+            "org/draft",
+            "--spec-steps",
+            "4",
+            "--threshold",
+            "40",
+            "--port",
+            "30123",
+            "--concurrency",
+            "1,8,64,250",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
-    lines = {line.split(":", 1)[0]: line.split(":", 1)[1].strip()
-             for line in proc.stdout.splitlines() if line.split(":", 1)[0] in
-             ("baseline", "eagle3", "dynamic")}
+    lines = {
+        line.split(":", 1)[0]: line.split(":", 1)[1].strip()
+        for line in proc.stdout.splitlines()
+        if line.split(":", 1)[0] in ("baseline", "eagle3", "dynamic")
+    }
     assert set(lines) == {"baseline", "eagle3", "dynamic"}
-    common = (f"-m sglang.launch_server --model-path org/target --host 127.0.0.1 --port 30123 "
-              f"--max-running-requests 250 --enable-metrics")
-    spec = ("--speculative-algorithm EAGLE3 --speculative-draft-model-path org/draft "
-            "--speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5")
+    common = (
+        "-m sglang.launch_server --model-path org/target --host 127.0.0.1 --port 30123 "
+        "--max-running-requests 250 --enable-metrics"
+    )
+    spec = (
+        "--speculative-algorithm EAGLE3 --speculative-draft-model-path org/draft "
+        "--speculative-num-steps 4 --speculative-eagle-topk 1 --speculative-num-draft-tokens 5"
+    )
     assert lines["baseline"].endswith(common)
     assert lines["eagle3"].endswith(f"{common} {spec}")
-    assert f"{common} {spec} --speculative-adaptive --speculative-adaptive-config " in lines["dynamic"]
+    assert (
+        f"{common} {spec} --speculative-adaptive --speculative-adaptive-config " in lines["dynamic"]
+    )
     for command in lines.values():
         assert "--cuda-graph-max-bs " not in command
     assert '{"1": {"candidate_steps": [4]}, "40": {"candidate_steps": [0]}}' in proc.stdout
@@ -42,17 +74,39 @@ def test_dry_run_prints_three_correct_commands(tmp_path: Path) -> None:
 
 def test_a_server_that_dies_at_start_gets_one_diagnosis(tmp_path: Path) -> None:
     fake = tmp_path / "fake_sglang.py"
-    fake.write_text(textwrap.dedent("""
+    fake.write_text(
+        textwrap.dedent("""
         import sys
         print("[2026-11-29 10:00:00] Load weight end. type=LlamaForCausalLM", flush=True)
         print("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
               flush=True)
         sys.exit(1)
-    """))
-    proc = _cli(["sweep", "--engine", "sglang", "--modes", "baseline", "--prompts", "coding",
-                 "--concurrency", "1", "--port", str(free_port()), "--model-path", "org/target",
-                 "--server-command", f"{sys.executable} {fake}", "--results-dir",
-                 str(tmp_path / "res"), "--run-name", "r"], tmp_path)
+    """)
+    )
+    proc = _cli(
+        [
+            "sweep",
+            "--engine",
+            "sglang",
+            "--modes",
+            "baseline",
+            "--prompts",
+            "coding",
+            "--concurrency",
+            "1",
+            "--port",
+            str(free_port()),
+            "--model-path",
+            "org/target",
+            "--server-command",
+            f"{sys.executable} {fake}",
+            "--results-dir",
+            str(tmp_path / "res"),
+            "--run-name",
+            "r",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     err = proc.stderr

@@ -19,24 +19,37 @@ pytestmark = pytest.mark.slow
 
 TIME_SCALE = 4.0
 REQUESTS = [
-    PromptRequest(id=f"p{i}", prompt_set="coding", category="codegen",
-                  messages=({"role": "user", "content": f"Implement helper {i}. " + "x " * (i % 50)},),
-                  max_tokens=128 + (i * 53) % 256)
+    PromptRequest(
+        id=f"p{i}",
+        prompt_set="coding",
+        category="codegen",
+        messages=({"role": "user", "content": f"Implement helper {i}. " + "x " * (i % 50)},),
+        max_tokens=128 + (i * 53) % 256,
+    )
     for i in range(300)
 ]
 
 
 def _measure(url: str, concurrency: int, delay_us: float = 0.0) -> dict[str, object]:
-    spec = PointSpec(base_url=url, protocol="openai-chat", model="m", concurrency=concurrency,
-                     requests=REQUESTS, warmup_s=0.5 / TIME_SCALE * 4, window_s=3.0,
-                     planted_read_delay_us=delay_us)
+    spec = PointSpec(
+        base_url=url,
+        protocol="openai-chat",
+        model="m",
+        concurrency=concurrency,
+        requests=REQUESTS,
+        warmup_s=0.5 / TIME_SCALE * 4,
+        window_s=3.0,
+        planted_read_delay_us=delay_us,
+    )
     result = asyncio.run(run_point(spec))
     return metrics.summarize_point(result, TIME_SCALE, max_running_requests=256, error_budget=0.01)
 
 
 def test_a_planted_slow_client_is_flagged_client_bound(tmp_path: Path) -> None:
-    sim = launch(["--max-running-requests", "256", "--enable-metrics",
-                  "--sim-time-scale", str(TIME_SCALE)], tmp_path)
+    sim = launch(
+        ["--max-running-requests", "256", "--enable-metrics", "--sim-time-scale", str(TIME_SCALE)],
+        tmp_path,
+    )
     try:
         clean = _measure(sim.url, 128)
         slow = _measure(sim.url, 128, delay_us=2000.0)
@@ -50,8 +63,18 @@ def test_a_planted_slow_client_is_flagged_client_bound(tmp_path: Path) -> None:
 
 def test_a_server_capped_below_the_concurrency_is_flagged(tmp_path: Path) -> None:
     # /server_info says 256, but the server silently runs at most 16 requests at a time.
-    sim = launch(["--max-running-requests", "256", "--enable-metrics",
-                  "--sim-time-scale", str(TIME_SCALE), "--sim-cap-running", "16"], tmp_path)
+    sim = launch(
+        [
+            "--max-running-requests",
+            "256",
+            "--enable-metrics",
+            "--sim-time-scale",
+            str(TIME_SCALE),
+            "--sim-cap-running",
+            "16",
+        ],
+        tmp_path,
+    )
     try:
         capped = _measure(sim.url, 64)
     finally:
@@ -61,14 +84,24 @@ def test_a_server_capped_below_the_concurrency_is_flagged(tmp_path: Path) -> Non
 
 
 def test_concurrency_above_the_declared_limit_is_flagged(tmp_path: Path) -> None:
-    sim = launch(["--max-running-requests", "32", "--enable-metrics",
-                  "--sim-time-scale", str(TIME_SCALE)], tmp_path)
+    sim = launch(
+        ["--max-running-requests", "32", "--enable-metrics", "--sim-time-scale", str(TIME_SCALE)],
+        tmp_path,
+    )
     try:
-        spec = PointSpec(base_url=sim.url, protocol="openai-chat", model="m", concurrency=48,
-                         requests=REQUESTS, warmup_s=0.5, window_s=2.0)
+        spec = PointSpec(
+            base_url=sim.url,
+            protocol="openai-chat",
+            model="m",
+            concurrency=48,
+            requests=REQUESTS,
+            warmup_s=0.5,
+            window_s=2.0,
+        )
         result = asyncio.run(run_point(spec))
-        summary = metrics.summarize_point(result, TIME_SCALE, max_running_requests=32,
-                                          error_budget=0.01)
+        summary = metrics.summarize_point(
+            result, TIME_SCALE, max_running_requests=32, error_budget=0.01
+        )
     finally:
         sim.kill()
     assert "capped_by_server" in str(summary["flags"]).split(";")
