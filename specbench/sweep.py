@@ -70,6 +70,7 @@ class Server:
     info: dict[str, Any] = field(default_factory=dict)
     process: ServerProcess | None = None
     log_path: Path | None = None
+    label: str | None = None  # prompt sets a per-set dynamic server serves, for file names
 
     def alive(self) -> bool:
         return self.process is None or self.process.alive()
@@ -126,14 +127,13 @@ def server_command(mode: str, cfg: SweepConfig, adaptive_path: Path | None) -> l
         return simulated.sim_command(
             mode, cfg, port=cfg.server.port, adaptive_config_path=adaptive_path
         )
-    argv = argv_mod.build_argv(
+    return sglang_mod.launch_command(
         mode,
         cfg.server,
         port=cfg.server.port,
         max_running_requests=cfg.max_running_requests,
         adaptive_config_path=adaptive_path,
     )
-    return [*sglang_mod.server_command(cfg.server), *argv]
 
 
 def levels_for(mode: str, cfg: SweepConfig, threshold: int | None) -> list[int]:
@@ -387,6 +387,7 @@ def start_server(
         time_scale=time_scale_of(cfg),
         process=proc,
         log_path=log_path,
+        label=label,
     )
     try:
         server.info = attach_mod.fetch_server_info(server.base_url)
@@ -745,7 +746,7 @@ def _measure_point(
         console.print(f"restarting the {key.mode} server (attempt {attempts + 1})")
         current.remove(server)
         server.stop(cfg.server.stop_grace_s)
-        server = start_server(key.mode, cfg, run_dir, threshold)
+        server = start_server(key.mode, cfg, run_dir, threshold, server.label)
         current.append(server)
 
 
