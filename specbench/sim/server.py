@@ -841,19 +841,27 @@ class SimServer:
 
         def on_end() -> list[str]:
             reason, matched = self._openai_finish(req)
-            payloads = [head + choice("{}", _dumps(reason), _dumps(matched)) + "}"]
-            if want_spec:
-                payloads.append(
-                    head
-                    + '"choices":[],"sglext":'
-                    + _dumps({"spec_tokens_details": self._spec_details(req)})
-                    + "}"
-                )
-            if include_usage:
-                payloads.append(head + '"choices":[],"usage":' + _dumps(self._usage(req)) + "}")
-            return payloads
+            finish = head + choice("{}", _dumps(reason), _dumps(matched)) + "}"
+            return [finish, *self._openai_trailer(head, req, want_spec, include_usage)]
 
         return await self._stream(request, req, fault, on_update, on_end)
+
+    def _openai_trailer(
+        self, head: str, req: SimRequest, want_spec: bool, include_usage: bool
+    ) -> list[str]:
+        """The chunks after the last choice, shared by chat and completions streams: the
+        sglext spec-details chunk (when asked for) and the usage chunk (when asked for)."""
+        payloads = []
+        if want_spec:
+            payloads.append(
+                head
+                + '"choices":[],"sglext":'
+                + _dumps({"spec_tokens_details": self._spec_details(req)})
+                + "}"
+            )
+        if include_usage:
+            payloads.append(head + '"choices":[],"usage":' + _dumps(self._usage(req)) + "}")
+        return payloads
 
     # ------------------------------------------------------------------ /v1/completions
     async def completions(self, request: web.Request) -> web.StreamResponse:
@@ -936,17 +944,7 @@ class SimServer:
             ]
 
         def on_end() -> list[str]:
-            payloads = []
-            if want_spec:
-                payloads.append(
-                    head
-                    + '"choices":[],"sglext":'
-                    + _dumps({"spec_tokens_details": self._spec_details(req)})
-                    + "}"
-                )
-            if include_usage:
-                payloads.append(head + '"choices":[],"usage":' + _dumps(self._usage(req)) + "}")
-            return payloads
+            return self._openai_trailer(head, req, want_spec, include_usage)
 
         return await self._stream(request, req, fault, on_update, on_end)
 
