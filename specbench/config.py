@@ -14,6 +14,8 @@ from typing import Any
 
 import tomllib
 
+from specbench.errors import ConfigError
+
 MODES: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
 PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-completions", "sglang-native")
 ENGINES: tuple[str, ...] = ("sim", "sglang", "attach")
@@ -24,10 +26,6 @@ DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
 # (e.g. `--modes dynamic` alone): SGLang 0.5.23's own default config stops drafting at 64.
 DEFAULT_FIXED_THRESHOLD = 64
 SIM_DEFAULT_PROFILE = "llama-3.1-8b-1xh200"
-
-
-class ConfigError(ValueError):
-    """A user-caused configuration problem; the message is one line: cause, then fix."""
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,18 @@ run only through :func:`load_run`.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from specbench.errors import UserError
+from specbench.results.store import atomic_write, write_json
+from specbench.results.store import utc_now as utc_now
 
 SCHEMA_VERSION = 1
 SUMMARY_META_KEY = b"specbench.summary"
@@ -57,7 +59,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 KEY_COLUMNS: tuple[str, ...] = ("mode", "prompt_set", "concurrency", "repeat")
 
 
-class RunDirError(ValueError):
+class RunDirError(UserError, ValueError):
     """A path that is not a usable run directory; the message says why and what to do."""
 
 
@@ -73,28 +75,12 @@ class PointKey:
         return f"{self.mode}/{self.prompt_set}/c{self.concurrency}-r{self.repeat}"
 
 
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _atomic_replace(tmp: Path, path: Path) -> None:
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-    _atomic_replace(tmp, path)
+    write_json(path, obj)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    _atomic_replace(tmp, path)
+    atomic_write(path, text)
 
 
 def point_path(run_dir: Path, key: PointKey) -> Path:
@@ -128,9 +114,9 @@ def write_point(
     meta = dict(table.schema.metadata or {})
     meta[SUMMARY_META_KEY] = json.dumps(row, default=str).encode()
     table = table.replace_schema_metadata(meta)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    _atomic_replace(tmp, path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write(path, sink.getvalue().to_pybytes())
     return path
 
 
@@ -174,11 +160,13 @@ def summary_frame(rows: list[dict[Any, Any]]) -> pd.DataFrame:
 def rebuild_summary(run_dir: Path) -> pd.DataFrame:
     """Collect every point's summary row into summary.parquet and summary.csv."""
     frame = summary_frame([read_point_summary(p) for p in point_files(run_dir)])
-    tmp = run_dir / ".summary.parquet.tmp"
-    frame.to_parquet(tmp, index=False)
-    _atomic_replace(tmp, run_dir / "summary.parquet")
-    write_text_atomic(run_dir / "summary.csv", frame.to_csv(index=False))
+    _write_summary(run_dir, frame)
     return frame
+
+
+def _write_summary(directory: Path, frame: pd.DataFrame) -> None:
+    atomic_write(directory / "summary.parquet", frame.to_parquet(index=False))
+    atomic_write(directory / "summary.csv", frame.to_csv(index=False))
 
 
 @dataclass
@@ -255,10 +243,7 @@ def store_reference(run: Run, target: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     write_json_atomic(target / "manifest.json", {**run.manifest, "reference_of": str(run.path)})
     frame = summary_frame(run.summary.to_dict("records"))
-    tmp = target / ".summary.parquet.tmp"
-    frame.to_parquet(tmp, index=False)
-    _atomic_replace(tmp, target / "summary.parquet")
-    write_text_atomic(target / "summary.csv", frame.to_csv(index=False))
+    _write_summary(target, frame)
     if run.analysis is not None:
         write_json_atomic(target / "analysis.json", run.analysis)
     return target
