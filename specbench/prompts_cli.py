@@ -1,8 +1,9 @@
 """`specbench prompts ...`: list the prompt sets, show their size statistics, validate a file.
 
 A typer sub-app (`prompts_app`) mounted by the main CLI as `specbench prompts`. Commands parse,
-call one function of :mod:`specbench.prompts`, and print; user-caused problems (unknown set,
-invalid file) end with one line on stderr and exit code 2.
+call one function of :mod:`specbench.prompts` (statistics from :mod:`specbench.prompts.stats`),
+and print; user-caused problems (:class:`~specbench.errors.UserError`: unknown set, invalid
+file) end with one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench import prompts
+from specbench.errors import UserError
+from specbench.prompts.stats import prompt_set_stats
 
 prompts_app = typer.Typer(help="Prompt sets: list them, show statistics, validate a file.",
                           no_args_is_help=True, add_completion=False)
@@ -26,8 +29,9 @@ def _console() -> Console:
     return Console(width=120, highlight=False)
 
 
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True, highlight=False).print(f"error: {message}", markup=False, soft_wrap=True)
+def _fail(exc: UserError) -> typer.Exit:
+    """Print a user error as the main CLI does (one line, `error: cause; fix`); exit 2."""
+    Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -77,9 +81,9 @@ def stats(
     """Counts, input sizes and output caps (p10/p50/p90/max per request), and the mix of
     sub-categories, languages and turns."""
     try:
-        st = prompts.prompt_set_stats(prompts.load_prompt_set(name_or_file))
-    except prompts.PromptSetError as exc:
-        raise _fail(str(exc)) from None
+        st = prompt_set_stats(prompts.load_prompt_set(name_or_file))
+    except UserError as exc:
+        raise _fail(exc) from None
     console = _console()
     console.print(f"{st.name}: {st.rows} rows -> {st.requests} requests ({st.source}, "
                   f"{_short(st.path)}, "

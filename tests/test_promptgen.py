@@ -1,5 +1,6 @@
-"""The seeded generator of prompts/coding.jsonl and prompts/agentic.jsonl: determinism, the mix
-the issue asks for, realism of the sessions, and the marker-phrase rule the simulator relies on."""
+"""The seeded generator of prompts/coding.jsonl and prompts/agentic.jsonl (tools/promptgen, run
+from a checkout): determinism, the mix the issue asks for, realism of the sessions, and the
+marker-phrase rule the simulator relies on."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from specbench import promptgen
 from specbench.prompts import PromptRequest, load_prompt_set, message_chars, validate_file
+from tools import promptgen
 
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = REPO / "prompts"
@@ -40,13 +41,13 @@ def test_regenerating_reproduces_the_committed_files_byte_for_byte(tmp_path: Pat
     assert promptgen.main(["--out", str(tmp_path)]) == 0
     for filename in promptgen.SET_FILES.values():
         assert _sha(tmp_path / filename) == _sha(PROMPTS / filename), (
-            f"{filename} is stale; run `python -m specbench.promptgen`")
+            f"{filename} is stale; run `python -m tools.promptgen`")
 
 
 def test_generation_does_not_depend_on_hash_seed_or_process(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
-    subprocess.run([sys.executable, "-m", "specbench.promptgen", "--out", str(tmp_path)],
-                   check=True, env=env, capture_output=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "tools.promptgen", "--out", str(tmp_path)],
+                   check=True, env=env, capture_output=True, timeout=120, cwd=REPO)
     for filename in promptgen.SET_FILES.values():
         assert _sha(tmp_path / filename) == _sha(PROMPTS / filename)
 

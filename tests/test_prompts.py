@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench import prompts
+from specbench.errors import UserError
 from specbench.prompts import (
     PromptSetError,
     load_prompt_set,
@@ -27,6 +29,8 @@ from specbench.prompts import (
     validate_file,
 )
 from specbench.prompts_cli import prompts_app
+
+REPO = Path(__file__).resolve().parent.parent
 
 TOOLS = [{"type": "function", "function": {
     "name": "read_file", "description": "Read a file.",
@@ -176,8 +180,8 @@ def test_builtin_sets_load_from_the_repo_and_from_the_override_dir(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     coding = load_prompt_set("coding")
     assert coding.source == "builtin" and coding.rows >= 200
-    repo_root = Path(prompts.__file__).resolve().parent.parent
-    assert coding.path == repo_root / "prompts" / "coding.jsonl"
+    # Through the package-data link, resolved: the file in <repo>/prompts itself.
+    assert coding.path == REPO / "prompts" / "coding.jsonl"
     _write(tmp_path / "coding.jsonl", [_single("only", "one")])
     monkeypatch.setenv(prompts.ENV_PROMPTS_DIR, str(tmp_path))
     small = load_prompt_set("coding")
@@ -186,10 +190,22 @@ def test_builtin_sets_load_from_the_repo_and_from_the_override_dir(
         load_prompt_set("agentic")
 
 
+def test_the_wheel_ships_every_builtin_set() -> None:
+    # A non-editable install only has what package-data names; the link must lead to the sets.
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["specbench.data"]
+    data = REPO / "specbench" / "data"
+    shipped = {p.resolve() for pattern in patterns for p in data.glob(pattern)}
+    for filename in prompts.BUILTIN_SETS.values():
+        assert (REPO / "prompts" / filename).resolve() in shipped
+
+
 def test_unknown_names_and_missing_files_say_what_to_use(tmp_path: Path) -> None:
     with pytest.raises(PromptSetError, match="unknown prompt set 'codng'; use one of coding, "
                                              "agentic, humaneval, bfcl-multiturn"):
         load_prompt_set("codng")
+    # The CLI reports every UserError as one line and exit 2; prompt-set errors are among them.
+    assert issubclass(PromptSetError, UserError)
     with pytest.raises(PromptSetError, match="not found"):
         load_prompt_set(str(tmp_path / "nope.jsonl"))
 

@@ -1,0 +1,1 @@
+"""Development tools run from a checkout (``python -m tools.<name>``); never installed."""
