@@ -1,22 +1,26 @@
-"""The `specbench` command: parse, validate once, call the library. No logic lives here.
+"""The `specbench` command: parse, build the config once, make one call into the library.
 
-Every error a user can cause ends as one line on stderr (`error: <cause>; <fix>`) and exit
-code 2; an interrupted sweep exits 130 (SIGINT) or 128+signal.
+The sweep's options are generated from the config schema (`config.py`: each field's CLI name,
+help text and help panel), so an option's name lives in one place. Every error a user can
+cause is a `UserError`; it ends as one line on stderr (`error: <cause>; <fix>`) and exit code
+2. An interrupted sweep exits 130 (SIGINT) or 128+signal.
 """
 
 from __future__ import annotations
 
-import shlex
+import inspect
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar, get_args, get_origin
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 
 from specbench import config as config_mod
-from specbench.config import ConfigError
+from specbench.errors import UserError
 
 app = typer.Typer(
     name="specbench",
@@ -31,246 +35,200 @@ reference_app = typer.Typer(
 app.add_typer(reference_app, name="reference")
 
 T = TypeVar("T")
+_PANELS = {"server": "Server", "sim": "Simulator", "load": "Load"}
+_TOP_PANELS = {
+    "engine": "Server",
+    "modes": "Server",
+    "attach": "Server",
+    "threshold": "Server",
+    "max_point_retries": "Server",
+    "prompt_sets": "Load",
+    "concurrency": "Load",
+    "results_dir": "Output",
+    "run_name": "Output",
+}
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     Console(stderr=True, soft_wrap=True).print(f"error: {message}", markup=False, highlight=False)
     raise typer.Exit(code)
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from specbench import prompts, results
-    from specbench.engines.process import ServerStartError
-    from specbench.sweep import SweepError
-
-    errors: list[type[BaseException]] = [
-        ConfigError,
-        results.RunDirError,
-        ServerStartError,
-        SweepError,
-        prompts.PromptSetError,
-    ]
-    try:
-        from specbench.analysis import AnalysisError
-
-        errors.append(AnalysisError)
-    except ImportError:
-        pass
-    return tuple(errors)
 
 
 def _guard(fn: Callable[[], T]) -> T:
     """Run a library call; user errors become one line and exit 2."""
     try:
         return fn()
-    except _user_errors() as exc:
+    except UserError as exc:
         # Server failures carry the log's last lines after the first line; the rest is one line.
         _fail(str(exc).strip())
-        raise AssertionError("unreachable") from None
 
 
-def _given(**values: Any) -> dict[str, Any]:
-    """Only the options given on the command line (None means "not given")."""
-    return {k: v for k, v in values.items() if v is not None}
+# ---------------------------------------------------------------------------------------------
+# `specbench sweep`: options generated from the schema.
 
 
-def _split(values: list[str] | None) -> tuple[str, ...] | None:
-    """Flags given as one string each (`--sim-arg="--sim-stall-s 3"`), parsed like a shell
-    would quote them; nothing is ever run through a shell."""
-    if not values:
-        return None
-    return tuple(v for value in values for v in shlex.split(value))
+@dataclass(frozen=True)
+class _Option:
+    path: tuple[str, ...]  # ("load", "window_s")
+    flag: str  # "--window-s"
+    param: str  # "window_s"
+    python_type: Any
+    parse: str | None
+    help: str
+    panel: str
+    hidden: bool
+    envvar: str | None
 
 
-@app.command()
-def sweep(
-    engine: Annotated[str | None, typer.Option(help="sim (default) | sglang | attach")] = None,
-    modes: Annotated[str | None, typer.Option(help="comma list of baseline,eagle3,dynamic")] = None,
-    prompts: Annotated[
-        str | None, typer.Option("--prompts", help="comma list of prompt sets or JSONL paths")
-    ] = None,
-    concurrency: Annotated[
-        str | None, typer.Option(help="comma list, default 1,2,4,8,16,32,64,128,250")
-    ] = None,
-    threshold: Annotated[
-        str | None, typer.Option(help="auto (from the crossover) or a batch size")
-    ] = None,
-    config_file: Annotated[
-        Path | None, typer.Option("--config", help="TOML file with sweep options")
-    ] = None,
-    resume: Annotated[Path | None, typer.Option(help="continue this run directory")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="a short sweep for demos and CI")] = False,
-    preset: Annotated[str | None, typer.Option(help="named option set: quick | ci")] = None,
-    repeats: Annotated[int | None, typer.Option(help="repeats per point")] = None,
-    protocol: Annotated[
-        str | None, typer.Option(help="openai-chat | openai-completions | sglang-native")
-    ] = None,
-    model_path: Annotated[
-        str | None, typer.Option(help="target model (SGLang --model-path)")
-    ] = None,
-    draft_model_path: Annotated[str | None, typer.Option(help="EAGLE-3 draft model")] = None,
-    tp_size: Annotated[int | None, typer.Option(help="tensor parallel size")] = None,
-    max_running_requests: Annotated[
-        int | None,
-        typer.Option(help="server limit, equal for all modes (default: largest concurrency)"),
-    ] = None,
-    spec_steps: Annotated[
-        int | None, typer.Option(help="EAGLE-3 draft steps K (topk 1, K+1 draft tokens)")
-    ] = None,
-    host: Annotated[
-        str | None, typer.Option(help="server bind address (default 127.0.0.1)")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="server port")] = None,
-    server_command: Annotated[
-        str | None, typer.Option(help="SGLang launcher, e.g. 'sglang serve'")
-    ] = None,
-    server_arg: Annotated[
-        list[str] | None, typer.Option(help="extra SGLang flag(s), repeatable")
-    ] = None,
-    skip_zero_step_draft_extend: Annotated[
-        bool | None, typer.Option(help="dynamic mode: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1")
-    ] = None,
-    cuda_graph_bs_decode: Annotated[
-        str | None, typer.Option(help="comma list passed as --cuda-graph-bs-decode")
-    ] = None,
-    sim_profile: Annotated[
-        str | None, typer.Option(help="simulator profile name or TOML path")
-    ] = None,
-    sim_time_scale: Annotated[
-        float | None, typer.Option(help="simulator speed-up over real time")
-    ] = None,
-    sim_seed: Annotated[int | None, typer.Option(help="simulator seed")] = None,
-    sim_arg: Annotated[
-        list[str] | None, typer.Option(help="extra --sim-* flag(s), repeatable")
-    ] = None,
-    attach: Annotated[
-        list[str] | None, typer.Option(help="MODE=URL of a running server, repeatable")
-    ] = None,
-    warmup_s: Annotated[
-        float | None, typer.Option(help="unmeasured load before each window (GPU seconds)")
-    ] = None,
-    window_s: Annotated[
-        float | None, typer.Option(help="measured window per point (GPU seconds)")
-    ] = None,
-    request_timeout_s: Annotated[float | None, typer.Option(help="per-request timeout")] = None,
-    temperature: Annotated[
-        float | None, typer.Option(help="sampling temperature (default 0)")
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="prompt order seed")] = None,
-    results_dir: Annotated[Path | None, typer.Option(help="where run directories go")] = None,
-    run_name: Annotated[str | None, typer.Option(help="run directory name")] = None,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="SPECBENCH_API_KEY", help="bearer token for the server")
-    ] = None,
-    max_point_retries: Annotated[
-        int | None, typer.Option(help="restarts of a server that dies mid-point")
-    ] = None,
-    planted_read_delay_us: Annotated[
-        float | None, typer.Option(hidden=True, help="test knob: client CPU burnt per read")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="print server commands and the plan only")
-    ] = False,
+def _plain_type(annotation: Any) -> Any:
+    """The type typer parses an option's text as (optionals unwrapped, literals as str)."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) is not None and len(args) == 1 and get_origin(args[0]) is None:
+        return args[0]
+    if annotation in (int, float, bool, str, Path):
+        return annotation
+    return str
+
+
+def _schema_options() -> list[_Option]:
+    options: list[_Option] = []
+    sections: list[tuple[tuple[str, ...], type[BaseModel]]] = [((), config_mod.SweepConfig)]
+    sections += [((name,), model) for name, model in config_mod.SECTIONS.items()]
+    for prefix, model in sections:
+        for name, field in model.model_fields.items():
+            extra = field.json_schema_extra
+            if not isinstance(extra, dict) or not extra.get("cli"):
+                continue
+            flag = str(extra["cli"])
+            parse = extra.get("parse")
+            if parse in ("shlex_each", "attach"):
+                python_type: Any = list[str]
+            elif parse is not None:
+                python_type = str
+            else:
+                python_type = _plain_type(field.annotation)
+            panel = _PANELS.get(prefix[0], "") if prefix else _TOP_PANELS.get(name, "Options")
+            options.append(
+                _Option(
+                    path=(*prefix, name),
+                    flag=flag,
+                    param=flag.lstrip("-").replace("-", "_"),
+                    python_type=python_type,
+                    parse=str(parse) if parse else None,
+                    help=field.description or "",
+                    panel=panel,
+                    hidden=bool(extra.get("hidden")),
+                    envvar=str(extra["envvar"]) if extra.get("envvar") else None,
+                )
+            )
+    return options
+
+
+SWEEP_OPTIONS = _schema_options()
+
+
+def cli_layer(values: dict[str, Any]) -> dict[str, Any]:
+    """The options given on the command line as a nested plain-value layer of the config."""
+    layer: dict[str, Any] = {}
+    for opt in SWEEP_OPTIONS:
+        value = values.get(opt.param)
+        if value is None or value == []:
+            continue
+        plain = config_mod.parse_cli_text(opt.parse, value, opt.flag.lstrip("-"))
+        target = layer
+        for part in opt.path[:-1]:
+            target = target.setdefault(part, {})
+        target[opt.path[-1]] = plain
+    return layer
+
+
+def _run_sweep(
+    *,
+    config_file: Path | None,
+    resume: Path | None,
+    quick: bool,
+    preset: str | None,
+    dry_run: bool,
+    **values: Any,
 ) -> None:
     """Launch the servers, sweep concurrency, and leave a complete run directory."""
+    from specbench import plan, rundir
     from specbench import sweep as sweep_mod
 
-    def parse() -> tuple[config_mod.SweepConfig, dict[str, Any]]:
-        layers: dict[str, Any] = {}
-        chosen = preset or ("quick" if quick else None)
-        if chosen:
-            if chosen not in config_mod.PRESETS:
-                raise ConfigError(
-                    f"unknown preset {chosen!r}; choose from {', '.join(config_mod.PRESETS)}"
-                )
-            layers = config_mod.merge(layers, config_mod.PRESETS[chosen])
-        if config_file is not None:
-            layers = config_mod.merge(layers, config_mod.load_toml(config_file))
-        cli: dict[str, Any] = {}
-        if engine is not None:
-            cli["engine"] = engine
-        if modes is not None:
-            cli["modes"] = config_mod.parse_names(modes, config_mod.MODES, "mode")
-        if prompts is not None:
-            cli["prompt_sets"] = config_mod.parse_names(prompts, None, "prompt set")
-        if concurrency is not None:
-            cli["concurrency"] = config_mod.parse_concurrency(concurrency)
-        if threshold is not None:
-            cli["threshold"] = config_mod.parse_threshold(threshold)
-        if results_dir is not None:
-            cli["results_dir"] = results_dir
-        if run_name is not None:
-            cli["run_name"] = run_name
-        if max_point_retries is not None:
-            cli["max_point_retries"] = max_point_retries
-        if attach:
-            pairs = []
-            for item in attach:
-                mode, sep, url = item.partition("=")
-                if not sep or not url.startswith(("http://", "https://")):
-                    raise ConfigError(
-                        f"--attach {item!r} is not MODE=URL; use e.g. --attach baseline=http://10.0.0.5:30000"
-                    )
-                pairs.append((mode, url))
-            cli["attach"] = tuple(pairs)
-        server = _given(
-            model_path=model_path,
-            draft_model_path=draft_model_path,
-            tp_size=tp_size,
-            max_running_requests=max_running_requests,
-            speculative_num_steps=spec_steps,
-            host=host,
-            port=port,
-            skip_zero_step_draft_extend=skip_zero_step_draft_extend,
+    cli_values = _guard(lambda: cli_layer(values))
+    chosen = preset or ("quick" if quick else None)
+    if resume is not None:
+        cfg = _guard(
+            lambda: rundir.resume_config(
+                resume, cli_values, preset=chosen, config_file=config_file
+            )
         )
-        if server_command is not None:
-            server["server_command"] = tuple(server_command.split())
-        if server_arg:
-            server["extra_args"] = _split(server_arg)
-        if cuda_graph_bs_decode is not None:
-            server["cuda_graph_bs_decode"] = config_mod.parse_concurrency(cuda_graph_bs_decode)
-        sim = _given(profile=sim_profile, time_scale=sim_time_scale, seed=sim_seed)
-        if sim_arg:
-            sim["extra_args"] = _split(sim_arg)
-        load = _given(
-            protocol=protocol,
-            warmup_s=warmup_s,
-            window_s=window_s,
-            request_timeout_s=request_timeout_s,
-            temperature=temperature,
-            seed=seed,
-            repeats=repeats,
-            api_key=api_key,
-            planted_read_delay_us=planted_read_delay_us,
+    else:
+        cfg = _guard(
+            lambda: config_mod.resolve(cli_values, preset=chosen, config_file=config_file)
         )
-        for name, section in (("server", server), ("sim", sim), ("load", load)):
-            if section:
-                cli[name] = section
-        if resume is not None:
-            # The stored config is the base; only what this command line says explicitly
-            # (preset and config file included) must match it.
-            return config_mod.SweepConfig(), config_mod.merge(layers, cli)
-        cfg = config_mod.build(config_mod.merge(layers, cli))
-        config_mod.validate(cfg)
-        return cfg, {}
-
-    cfg, overrides = _guard(parse)
     console = Console()
     if dry_run:
-        _guard(lambda: sweep_mod.dry_run(cfg, console))
+        _guard(lambda: plan.dry_run(cfg, console))
         return
     try:
         _guard(
-            lambda: sweep_mod.run_sweep(
-                cfg, console=console, command=sys.argv, resume=resume, overrides=overrides
-            )
+            lambda: sweep_mod.run_sweep(cfg, console=console, command=sys.argv, resume=resume)
         )
     except sweep_mod.SweepInterrupted as exc:
         Console(stderr=True).print(
             f"interrupted ({exc.signame}): servers stopped, finished points kept; "
-            "continue with specbench sweep --resume RUN_DIR"
+            f"continue with specbench sweep --resume {exc.run_dir or 'RUN_DIR'}"
         )
         raise typer.Exit(exc.exit_code) from None
+
+
+def _sweep_signature() -> inspect.Signature:
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter(
+            opt.param,
+            keyword,
+            default=None,
+            annotation=Annotated[
+                opt.python_type | None,
+                typer.Option(
+                    opt.flag,
+                    help=opt.help,
+                    rich_help_panel=opt.panel,
+                    hidden=opt.hidden,
+                    envvar=opt.envvar,
+                    show_default=False,
+                ),
+            ],
+        )
+        for opt in SWEEP_OPTIONS
+    ]
+    fixed: list[tuple[str, Any, Any]] = [
+        ("config_file", Path | None, typer.Option("--config", help="TOML file with sweep options")),
+        ("resume", Path | None, typer.Option("--resume", help="continue this run directory")),
+        ("quick", bool, typer.Option("--quick", help="a short sweep for demos")),
+        ("preset", str | None, typer.Option("--preset", help="named option set: quick | ci")),
+        ("dry_run", bool, typer.Option("--dry-run", help="print server commands and the plan")),
+    ]
+    for name, kind, info in fixed:
+        default = False if kind is bool else None
+        annotation = Annotated[kind, info]  # type: ignore[valid-type]
+        params.append(inspect.Parameter(name, keyword, default=default, annotation=annotation))
+    return inspect.Signature(params)
+
+
+def sweep(**kwargs: Any) -> None:
+    """Launch the servers, sweep concurrency, and leave a complete run directory."""
+    _run_sweep(**kwargs)
+
+
+sweep.__signature__ = _sweep_signature()  # type: ignore[attr-defined]
+app.command()(sweep)
+
+
+# ---------------------------------------------------------------------------------------------
+# Readers of a run directory.
 
 
 def _load(run_dir: Path) -> Any:
@@ -285,20 +243,19 @@ def plot(run_dir: Path) -> None:
     from specbench import plots
 
     run = _load(run_dir)
-    paths = _guard(lambda: plots.plot_run(run))
-    for path in paths:
+    for path in _guard(lambda: plots.plot_run(run)):
         print(path)
 
 
 @app.command()
 def report(run_dir: Path) -> None:
     """Print the summary tables and write RUN_DIR/report.md."""
-    from specbench import analysis
+    from specbench import analysis, configurations
     from specbench import report as report_mod
 
     run = _load(run_dir)
-    if {"baseline", "eagle3"} <= set(run.modes):
-        run.analysis = _guard(lambda: analysis.write_analysis(run))
+    if configurations.analyzable(run.modes):
+        _guard(lambda: analysis.write_analysis(run))
     console = Console()
     report_mod.render_terminal(run, console)
     path = _guard(lambda: report_mod.write_report(run))
@@ -318,12 +275,9 @@ def threshold(
 
     run = _load(run_dir)
     found = _guard(lambda: analysis.write_analysis(run))
-    run.analysis = found
     print(analysis.threshold_summary(run))
     if write_adaptive_config is not None:
-        steps = int(
-            run.manifest.get("config", {}).get("server", {}).get("speculative_num_steps", 3)
-        )
+        steps = analysis.speculative_num_steps(run)
         write_cfg(write_adaptive_config, steps, int(found["recommended_threshold"]))
         print(f"adaptive config: {write_adaptive_config}")
 
@@ -392,10 +346,8 @@ def sim(ctx: typer.Context) -> None:
 
 
 def _add_prompts_app() -> None:
-    try:
-        from specbench.prompts_cli import prompts_app
-    except ImportError:
-        return
+    from specbench.prompts_cli import prompts_app
+
     app.add_typer(prompts_app, name="prompts")
 
 

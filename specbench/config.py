@@ -1,106 +1,239 @@
-"""Sweep configuration: one frozen object built once from CLI options and an optional TOML file.
+"""The sweep configuration, defined once as a pydantic schema.
 
-Everything a sweep needs is in :class:`SweepConfig`; the CLI builds it, :func:`validate` checks it
-once, and the library never re-reads options. Validation problems raise :class:`ConfigError`,
-whose message is a single line naming the cause and the fix (the CLI prints it and exits 2).
+Presets, the TOML file and the command line are layered as plain dicts (later wins) and then
+validated once, strictly, into a frozen :class:`SweepConfig`; the library never re-reads options.
+pydantic (v2) was chosen over msgspec because it reports every problem with its key path, value
+and reason, which is what a one-line error needs, and because its field metadata can carry the
+CLI names the command line is generated from (`cli.py`). Validation goes through JSON-mode
+strict parsing, so `window_s = "8"`, `repeats = 2.5` and `modes = "baseline"` are refused
+instead of coerced, while TOML arrays still become tuples. Every problem raises
+:class:`ConfigError` with one line: where, what was given, and the fix.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
+import json
+import shlex
 import tomllib
+from pathlib import Path
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from specbench import configurations
 from specbench.errors import ConfigError
 
-MODES: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
-PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-completions", "sglang-native")
-ENGINES: tuple[str, ...] = ("sim", "sglang", "attach")
 DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 250)
-QUICK_CONCURRENCY: tuple[int, ...] = (1, 8, 64, 250)
 DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
 # Used for the dynamic server when the threshold cannot be computed from measured curves
 # (e.g. `--modes dynamic` alone): SGLang 0.5.23's own default config stops drafting at 64.
 DEFAULT_FIXED_THRESHOLD = 64
 SIM_DEFAULT_PROFILE = "llama-3.1-8b-1xh200"
 
+Engine = Literal["sim", "sglang", "attach"]
+Protocol = Literal["openai-chat", "openai-completions", "sglang-native"]
+ENGINES: tuple[str, ...] = ("sim", "sglang", "attach")
+PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-completions", "sglang-native")
 
-@dataclass(frozen=True)
-class ServerConfig:
-    """What every launched server gets; equal across modes so the comparison is fair."""
 
-    model_path: str = "meta-llama/Llama-3.1-8B-Instruct"
-    draft_model_path: str | None = "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B"
-    tp_size: int = 1
+def option(
+    default: Any,
+    help: str,
+    *,
+    cli: str | None = None,
+    panel: str | None = None,
+    parse: str | None = None,
+    hidden: bool = False,
+    envvar: str | None = None,
+    **constraints: Any,
+) -> Any:
+    """A schema field that is also a command-line option (`cli`, shown in `panel`).
+
+    `parse` names how the option's text becomes the field's value: "csv" (names), "csv_int"
+    (levels), "shlex" (one command line), "shlex_each" (repeatable flag strings), "threshold"
+    (auto or a batch size), "attach" (repeatable MODE=URL). Fields without `cli` are TOML-only.
+    """
+    extra: dict[str, Any] = {
+        "cli": cli,
+        "panel": panel,
+        "parse": parse,
+        "hidden": hidden,
+        "envvar": envvar,
+    }
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+def _secret(help: str, cli: str, envvar: str) -> Any:
+    """An option that is never shown (repr) nor written (the manifest) anywhere."""
+    extra: dict[str, Any] = {"cli": cli, "envvar": envvar}
+    return Field(None, repr=False, exclude=True, description=help, json_schema_extra=extra)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ServerConfig(_Section):
+    """What every launched server gets; equal across configurations so the comparison is fair."""
+
+    model_path: str = option(
+        "meta-llama/Llama-3.1-8B-Instruct", "target model (SGLang --model-path)", cli="--model-path"
+    )
+    draft_model_path: str | None = option(
+        "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
+        "EAGLE-3 draft model",
+        cli="--draft-model-path",
+    )
+    tp_size: int = option(1, "tensor parallel size", cli="--tp-size", ge=1)
     # None means "the largest concurrency in the sweep"; always passed explicitly because
     # SGLang silently caps speculative servers at 48 otherwise.
-    max_running_requests: int | None = None
-    speculative_num_steps: int = 3
-    host: str = "127.0.0.1"
-    port: int = 30000
-    extra_args: tuple[str, ...] = ()
-    server_command: tuple[str, ...] = ("python", "-m", "sglang.launch_server")
-    # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 in dynamic mode: cheaper steps above the
+    max_running_requests: int | None = option(
+        None,
+        "server limit, equal for all servers (default: largest concurrency)",
+        cli="--max-running-requests",
+        ge=1,
+    )
+    speculative_num_steps: int = option(
+        3, "EAGLE-3 draft steps K (topk 1, K+1 draft tokens)", cli="--spec-steps", ge=1
+    )
+    host: str = option("127.0.0.1", "server bind address", cli="--host")
+    port: int = option(30000, "server port", cli="--port", ge=1, le=65535)
+    extra_args: tuple[str, ...] = option(
+        (), "extra SGLang flag(s), repeatable", cli="--server-arg", parse="shlex_each"
+    )
+    server_command: tuple[str, ...] = option(
+        ("python", "-m", "sglang.launch_server"),
+        "SGLang launcher, e.g. 'sglang serve'",
+        cli="--server-command",
+        parse="shlex",
+    )
+    # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 for the dynamic server: cheaper steps above the
     # threshold, but a cold draft (lower acceptance) right after speculation resumes.
-    skip_zero_step_draft_extend: bool = False
-    cuda_graph_bs_decode: tuple[int, ...] | None = None
-    ready_timeout_s: float = 1800.0
-    stop_grace_s: float = 10.0
+    skip_zero_step_draft_extend: bool = option(
+        False,
+        "dynamic server: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1",
+        cli="--skip-zero-step-draft-extend",
+    )
+    cuda_graph_bs_decode: tuple[int, ...] | None = option(
+        None,
+        "comma list passed as --cuda-graph-bs-decode",
+        cli="--cuda-graph-bs-decode",
+        parse="csv_int",
+    )
+    ready_timeout_s: float = option(1800.0, "seconds a server may take to become ready", gt=0)
+    stop_grace_s: float = option(10.0, "seconds between SIGTERM and SIGKILL", ge=0)
 
 
-@dataclass(frozen=True)
-class SimConfig:
+class SimConfig(_Section):
     """Options of the simulated server (`python -m specbench.sim ... --sim-*`)."""
 
-    profile: str = SIM_DEFAULT_PROFILE
+    profile: str = option(
+        SIM_DEFAULT_PROFILE, "simulator profile name or TOML path", cli="--sim-profile"
+    )
     # >1 runs the model faster than real time; every reported time is converted back to
     # simulated-GPU time, so the numbers do not depend on this. 4x keeps a 2-core machine's
     # client within 1% of the simulator's ground truth at 250 users (tests/load) and a full
     # default sweep under 10 minutes.
-    time_scale: float = 4.0
-    seed: int = 0
-    extra_args: tuple[str, ...] = ()  # fault injection etc., passed through verbatim
+    time_scale: float = option(
+        4.0, "simulator speed-up over real time", cli="--sim-time-scale", gt=0
+    )
+    seed: int = option(0, "simulator seed", cli="--sim-seed")
+    extra_args: tuple[str, ...] = option(
+        (), "extra --sim-* flag(s), repeatable", cli="--sim-arg", parse="shlex_each"
+    )
 
 
-@dataclass(frozen=True)
-class LoadConfig:
+class LoadConfig(_Section):
     """How each point is measured (DESIGN §5)."""
 
-    protocol: str = "openai-chat"
-    warmup_s: float = 2.0  # simulated-GPU seconds of unmeasured load before the window opens
+    protocol: Protocol = option(
+        "openai-chat", "openai-chat | openai-completions | sglang-native", cli="--protocol"
+    )
+    warmup_s: float = option(
+        2.0, "unmeasured load before each window (GPU seconds)", cli="--warmup-s", ge=0
+    )
     # ...and until about this many requests per user have ended (steady state, not the
     # cold-start prefill wave), capped at warmup_max_s in all.
-    warmup_requests_per_user: float = 1.0
-    warmup_max_s: float = 60.0
-    window_s: float = 8.0  # simulated-GPU seconds of measured window
-    window_max_requests: int | None = None
-    request_timeout_s: float = 600.0
-    temperature: float = 0.0
-    seed: int = 0
-    repeats: int = 1
-    error_budget: float = 0.01  # fraction of requests in the window that may fail
-    api_key: str | None = field(default=None, repr=False)
+    warmup_requests_per_user: float = option(1.0, "warmup: requests ended per user", ge=0)
+    warmup_max_s: float = option(60.0, "warmup cap (GPU seconds)", ge=0)
+    window_s: float = option(8.0, "measured window per point (GPU seconds)", cli="--window-s", gt=0)
+    window_max_requests: int | None = option(None, "end a window after this many requests", ge=1)
+    request_timeout_s: float = option(
+        600.0, "per-request timeout (s)", cli="--request-timeout-s", gt=0
+    )
+    temperature: float = option(0.0, "sampling temperature", cli="--temperature", ge=0)
+    seed: int = option(0, "prompt order seed", cli="--seed")
+    repeats: int = option(1, "repeats per point", cli="--repeats", ge=1)
+    error_budget: float = option(
+        0.01, "fraction of requests in the window that may fail", ge=0, le=1
+    )
+    api_key: str | None = _secret("bearer token for the server", "--api-key", "SPECBENCH_API_KEY")
     # Test knob: CPU burnt per network read in the client, to plant a slow client.
-    planted_read_delay_us: float = 0.0
+    planted_read_delay_us: float = option(
+        0.0, "test knob: client CPU burnt per read", cli="--planted-read-delay-us", hidden=True
+    )
 
 
-@dataclass(frozen=True)
-class SweepConfig:
-    engine: str = "sim"
-    modes: tuple[str, ...] = MODES
-    prompt_sets: tuple[str, ...] = DEFAULT_PROMPT_SETS
-    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
-    threshold: int | None = None  # None = auto (from the measured crossover)
-    server: ServerConfig = field(default_factory=ServerConfig)
-    sim: SimConfig = field(default_factory=SimConfig)
-    load: LoadConfig = field(default_factory=LoadConfig)
-    results_dir: Path = Path("results")
-    run_name: str | None = None
-    attach: tuple[tuple[str, str], ...] = ()  # (mode, url) for --engine attach
-    max_point_retries: int = 1
+class SweepConfig(_Section):
+    """Everything one sweep needs; built by :func:`resolve`, recorded in the manifest."""
+
+    engine: Engine = option("sim", "sim (default) | sglang | attach", cli="--engine")
+    modes: tuple[str, ...] = option(
+        configurations.DEFAULT_NAMES,
+        "comma list of server configurations: baseline, eagle3, dynamic, eagle3-k<K>, "
+        "dynamic-t<T>",
+        cli="--modes",
+        parse="csv",
+    )
+    prompt_sets: tuple[str, ...] = option(
+        DEFAULT_PROMPT_SETS,
+        "comma list of prompt sets or JSONL paths",
+        cli="--prompts",
+        parse="csv",
+    )
+    concurrency: tuple[int, ...] = option(
+        DEFAULT_CONCURRENCY,
+        "comma list, default 1,2,4,8,16,32,64,128,250",
+        cli="--concurrency",
+        parse="csv_int",
+    )
+    threshold: int | None = option(
+        None,
+        "auto (from the crossover) or a batch size",
+        cli="--threshold",
+        parse="threshold",
+        ge=1,
+    )
+    server: ServerConfig = ServerConfig()
+    sim: SimConfig = SimConfig()
+    load: LoadConfig = LoadConfig()
+    results_dir: Path = option(Path("results"), "where run directories go", cli="--results-dir")
+    run_name: str | None = option(None, "run directory name", cli="--run-name")
+    attach: tuple[tuple[str, str], ...] = option(
+        (), "NAME=URL of a running server, repeatable", cli="--attach", parse="attach"
+    )
+    max_point_retries: int = option(
+        1, "restarts of a server that dies mid-point", cli="--max-point-retries", ge=0
+    )
+
+    @field_validator("modes")
+    @classmethod
+    def _known_modes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            configurations.parse(name)  # raises ConfigError naming the mode
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("concurrency")
+    @classmethod
+    def _sorted_levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value:
+            raise ConfigError("the concurrency list is empty; give at least one level, e.g. 1,8,64")
+        if min(value) < 1:
+            raise ConfigError(
+                f"concurrency level {min(value)} must be at least 1; "
+                "use a comma-separated list of positive integers"
+            )
+        return tuple(sorted(set(value)))
 
     @property
     def max_running_requests(self) -> int:
@@ -108,13 +241,151 @@ class SweepConfig:
             return self.server.max_running_requests
         return max(self.concurrency)
 
+    @property
+    def configurations(self) -> list[configurations.ServerConfiguration]:
+        """The named server configurations of this sweep, in measuring order."""
+        return configurations.ordered(self.modes, self.server.speculative_num_steps)
+
+
+SECTIONS: dict[str, type[_Section]] = {"server": ServerConfig, "sim": SimConfig, "load": LoadConfig}
+
+
+# ---------------------------------------------------------------------------------------------
+# Building: layers of plain dicts, validated once.
+
 
 def to_dict(cfg: SweepConfig) -> dict[str, Any]:
     """A JSON-ready view for the manifest; secrets are left out."""
-    raw = dataclasses.asdict(cfg)
-    raw["load"].pop("api_key", None)
-    raw["results_dir"] = str(cfg.results_dir)
-    return raw
+    return cfg.model_dump(mode="json")
+
+
+def build(layers: dict[str, Any], source: str = "configuration") -> SweepConfig:
+    """Validate merged option layers into a SweepConfig; one ConfigError line on a problem."""
+    try:
+        return SweepConfig.model_validate_json(json.dumps(layers, default=str), strict=True)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, source)) from None
+    except ConfigError as exc:  # raised by a validator, wrapped by pydantic on some paths
+        raise ConfigError(str(exc)) from None
+
+
+def from_dict(raw: dict[str, Any]) -> SweepConfig:
+    """Inverse of to_dict; used to resume a run from its manifest."""
+    return build(raw, source="the stored run's manifest")
+
+
+def _one_line(exc: ValidationError, source: str) -> str:
+    error = exc.errors()[0]
+    loc = ".".join(str(part) for part in error["loc"])
+    value = error.get("input")
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "value_error" and isinstance(ctx.get("error"), ConfigError):
+        return str(ctx["error"])
+    if kind == "extra_forbidden":
+        return f"{source}: unknown key {loc}; known keys are {', '.join(_known_keys(loc))}"
+    fix = _FIXES.get(kind, "fix the value")
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        bound = next(iter(ctx.values()), "")
+        fix = f"use a value {_BOUND_WORDS[kind]} {bound}"
+    elif kind == "literal_error":
+        fix = f"choose from {ctx.get('expected', '')}"
+    name = loc.split(".")[-1] if loc else "value"
+    fix = fix.replace("{name}", name)
+    if kind == "literal_error":
+        return f"unknown {name} {value!r}; {fix}"
+    if source == COMMAND_LINE and loc in cli_flags():
+        return f"{cli_flags()[loc]} {value!r} is not valid ({error['msg'].lower()}); {fix}"
+    return f"{source}: {loc or 'value'} = {value!r} is not valid ({error['msg'].lower()}); {fix}"
+
+
+COMMAND_LINE = "command line"
+
+
+def cli_flags() -> dict[str, str]:
+    """Dotted field path -> command-line flag, from the schema's field metadata."""
+    flags: dict[str, str] = {}
+    models: list[tuple[str, type[BaseModel]]] = [("", SweepConfig)]
+    models += [(f"{name}.", model) for name, model in SECTIONS.items()]
+    for prefix, model in models:
+        for name, field in model.model_fields.items():
+            extra = field.json_schema_extra
+            if isinstance(extra, dict) and extra.get("cli"):
+                flags[prefix + name] = str(extra["cli"])
+    return flags
+
+
+_FIXES = {
+    "float_type": "write a number without quotes, e.g. {name} = 8",
+    "int_type": "write a whole number without quotes, e.g. {name} = 2",
+    "bool_type": "write true or false",
+    "string_type": 'write it as a quoted string, e.g. {name} = "..."',
+    "tuple_type": "write a list in brackets, e.g. {name} = [...]",
+    "list_type": 'write a list, e.g. {name} = ["..."]',
+    "model_type": "write it as a [table]",
+    "dict_type": "write it as a [table]",
+}
+_BOUND_WORDS = {
+    "greater_than": ">",
+    "greater_than_equal": ">=",
+    "less_than": "<",
+    "less_than_equal": "<=",
+}
+
+
+def _known_keys(loc: str) -> list[str]:
+    section = loc.split(".")[0] if "." in loc else None
+    model: type[BaseModel] = SECTIONS.get(section or "", SweepConfig)
+    return sorted(model.model_fields)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a config file as one option layer (validated later, with the other layers)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; check the --config path") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(
+            f"config file {path} cannot be read ({exc}); fix the TOML syntax"
+        ) from None
+    # Validate now, so a bad file is named as the source of the problem.
+    build(data, source=f"config file {path}")
+    return data
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Nested override merge of plain option dicts (sections merge key by key)."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    for key, value in overrides.items():
+        if key in SECTIONS and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key].update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def differences(old: SweepConfig, new: SweepConfig) -> list[str]:
+    """Dotted names of fields whose values differ (for refusing a mismatched resume)."""
+    diffs: list[str] = []
+    a, b = to_dict(old), to_dict(new)
+    for key in a:
+        if isinstance(a[key], dict):
+            diffs += [f"{key}.{sub}" for sub in a[key] if a[key][sub] != b[key].get(sub)]
+        elif a[key] != b.get(key):
+            diffs.append(key)
+    return diffs
+
+
+def field_value(cfg: SweepConfig, dotted: str) -> Any:
+    value: Any = cfg
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Command-line text to option values (the option table itself is generated in cli.py).
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -141,14 +412,10 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(levels)))
 
 
-def parse_names(text: str, allowed: tuple[str, ...] | None, what: str) -> tuple[str, ...]:
+def parse_names(text: str, what: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     if not names:
         raise ConfigError(f"no {what} given; name at least one")
-    if allowed is not None:
-        for name in names:
-            if name not in allowed:
-                raise ConfigError(f"unknown {what} {name!r}; choose from {', '.join(allowed)}")
     return names
 
 
@@ -158,86 +425,92 @@ def parse_threshold(text: str | None) -> int | None:
     try:
         value = int(text)
     except ValueError:
-        raise ConfigError(
-            f"threshold {text!r} is not a positive integer; "
-            "use --threshold auto or a batch size such as 32"
-        ) from None
+        value = 0
     if value < 1:
         raise ConfigError(
-            f"threshold {value} is not a positive integer; "
+            f"threshold {text!r} is not a positive integer; "
             "use --threshold auto or a batch size such as 32"
         )
     return value
 
 
-_SECTIONS: dict[str, type] = {"server": ServerConfig, "sim": SimConfig, "load": LoadConfig}
-
-
-def load_toml(path: Path) -> dict[str, Any]:
-    """Read a config file into keyword overrides for SweepConfig; unknown keys are errors."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist; check the --config path") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(
-            f"config file {path} cannot be read ({exc}); fix the TOML syntax"
-        ) from None
-    top_fields = {f.name for f in dataclasses.fields(SweepConfig)}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in _SECTIONS:
-            if not isinstance(value, dict):
-                raise ConfigError(f"config file {path}: [{key}] must be a table")
-            section_fields = {f.name for f in dataclasses.fields(_SECTIONS[key])}
-            for sub in value:
-                if sub not in section_fields:
-                    raise ConfigError(
-                        f"config file {path}: unknown key {key}.{sub}; "
-                        f"known keys are {', '.join(sorted(section_fields))}"
-                    )
-            out[key] = {k: tuple(v) if isinstance(v, list) else v for k, v in value.items()}
-        elif key in top_fields:
-            out[key] = tuple(value) if isinstance(value, list) else value
-        else:
+def parse_attach(items: list[str]) -> list[list[str]]:
+    pairs = []
+    for item in items:
+        name, sep, url = item.partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"config file {path}: unknown key {key!r}; known keys are "
-                f"{', '.join(sorted(top_fields | set(_SECTIONS)))}"
+                f"--attach {item!r} is not MODE=URL; use e.g. --attach baseline=http://10.0.0.5:30000"
             )
-    return out
+        pairs.append([name, url])
+    return pairs
 
 
-def build(overrides: dict[str, Any]) -> SweepConfig:
-    """Build a SweepConfig from nested overrides (file values first, CLI values on top)."""
-    kwargs: dict[str, Any] = {}
-    for key, value in overrides.items():
-        if key in _SECTIONS:
-            kwargs[key] = _SECTIONS[key](**value)
-        elif key == "results_dir":
-            kwargs[key] = Path(value)
-        elif key == "attach" and isinstance(value, dict):
-            kwargs[key] = tuple(value.items())
-        else:
-            kwargs[key] = value
-    try:
-        return SweepConfig(**kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"invalid configuration ({exc}); check option names") from None
+def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
+    """One option's command-line value as the plain value its schema field takes."""
+    if kind == "csv":
+        return list(parse_names(value, what))
+    if kind == "csv_int":
+        return list(parse_concurrency(value))
+    if kind == "shlex":
+        return shlex.split(value)
+    if kind == "shlex_each":
+        # Flags given as one string each (`--sim-arg="--sim-stall-s 3"`), split as a shell
+        # would; nothing is ever run through a shell.
+        return [part for item in value for part in shlex.split(item)]
+    if kind == "threshold":
+        return parse_threshold(value)
+    if kind == "attach":
+        return parse_attach(value)
+    return str(value) if isinstance(value, Path) else value
+
+
+# ---------------------------------------------------------------------------------------------
+# Layering: preset < config file < command line; resume keeps the stored config.
+
+
+def resolve(
+    cli_values: dict[str, Any],
+    *,
+    preset: str | None = None,
+    config_file: Path | None = None,
+    stored: dict[str, Any] | None = None,
+) -> SweepConfig:
+    """The one config of a sweep.
+
+    `cli_values` are nested plain values of the options given on the command line. With
+    `stored` (a resumed run's manifest config) the stored config is the base and only what this
+    command says explicitly (preset and config file included) may differ from it: a difference
+    is refused, naming the field, except for where results go and the secret key.
+    """
+    build(cli_values, source=COMMAND_LINE)  # so a bad value is named by its flag
+    layers: dict[str, Any] = {}
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+        layers = merge(layers, PRESETS[preset])
+    if config_file is not None:
+        layers = merge(layers, load_toml(config_file))
+    layers = merge(layers, cli_values)
+    if stored is None:
+        cfg = build(layers)
+        validate(cfg)
+        return cfg
+    old = from_dict(stored)
+    wanted = build(merge(stored, layers))
+    diffs = [d for d in differences(old, wanted) if d not in ("results_dir", "run_name")]
+    if diffs:
+        first = diffs[0]
+        raise ConfigError(
+            f"{first} differs from the stored run "
+            f"({field_value(old, first)!r} vs {field_value(wanted, first)!r}); "
+            "drop that option or start a new run"
+        )
+    return wanted
 
 
 def validate(cfg: SweepConfig) -> None:
-    """Checks that need no server and no file system beyond the obvious; raise ConfigError."""
-    if cfg.engine not in ENGINES:
-        raise ConfigError(f"unknown engine {cfg.engine!r}; choose from {', '.join(ENGINES)}")
-    for mode in cfg.modes:
-        if mode not in MODES:
-            raise ConfigError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
-    if cfg.load.protocol not in PROTOCOLS:
-        raise ConfigError(
-            f"unknown protocol {cfg.load.protocol!r}; choose from {', '.join(PROTOCOLS)}"
-        )
-    if not cfg.concurrency or min(cfg.concurrency) < 1:
-        raise ConfigError("concurrency levels must be positive integers, e.g. 1,2,4,8")
+    """Checks across fields that need no server and no file system; raise ConfigError."""
     if (
         cfg.server.max_running_requests is not None
         and max(cfg.concurrency) > cfg.max_running_requests
@@ -246,30 +519,20 @@ def validate(cfg: SweepConfig) -> None:
             f"concurrency {max(cfg.concurrency)} is above --max-running-requests "
             f"{cfg.max_running_requests}; lower the levels or raise the server limit"
         )
-    if cfg.threshold is not None and cfg.threshold < 1:
-        raise ConfigError("threshold must be a positive integer; use auto or e.g. 32")
-    if cfg.load.window_s <= 0 or cfg.load.warmup_s < 0:
-        raise ConfigError("window_s must be > 0 and warmup_s >= 0; fix the [load] values")
-    if cfg.load.repeats < 1:
-        raise ConfigError("repeats must be at least 1; use --repeats 1 or more")
-    if cfg.sim.time_scale <= 0:
-        raise ConfigError("sim time scale must be > 0; use e.g. --sim-time-scale 1")
-    if cfg.server.speculative_num_steps < 1:
-        raise ConfigError("speculative steps must be at least 1; use e.g. --spec-steps 3")
-    if not 1 <= cfg.server.port <= 65535:
-        raise ConfigError(f"port {cfg.server.port} is out of range; use 1024-65535")
-    needs_draft = any(m in ("eagle3", "dynamic") for m in cfg.modes)
-    if cfg.engine != "attach" and needs_draft and not cfg.server.draft_model_path:
-        raise ConfigError(
-            "EAGLE-3 modes need a draft model; "
-            "pass --draft-model-path or drop eagle3/dynamic from --modes"
-        )
+    if cfg.engine != "attach" and not cfg.server.draft_model_path:
+        needing = [c.name for c in cfg.configurations if c.speculative]
+        if needing:
+            raise ConfigError(
+                f"the {needing[0]} server needs a draft model; "
+                "pass --draft-model-path or drop the EAGLE-3 configurations from --modes"
+            )
     if cfg.engine == "attach":
-        attached = {mode for mode, _ in cfg.attach}
+        attached = {name for name, _ in cfg.attach}
         missing = [m for m in cfg.modes if m not in attached]
         if missing:
             raise ConfigError(
-                f"--engine attach needs a URL for mode {missing[0]}; pass --attach {missing[0]}=http://HOST:PORT"
+                f"--engine attach needs a URL for mode {missing[0]}; "
+                f"pass --attach {missing[0]}=http://HOST:PORT"
             )
     if cfg.run_name is not None:
         name = cfg.run_name
@@ -279,53 +542,6 @@ def validate(cfg: SweepConfig) -> None:
             )
 
 
-def from_dict(raw: dict[str, Any]) -> SweepConfig:
-    """Inverse of to_dict (lists become tuples); used to resume a run from its manifest."""
-    return build(_plain_to_overrides(raw))
-
-
-def _plain_to_overrides(raw: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in _SECTIONS and isinstance(value, dict):
-            out[key] = {k: _tupled(v) for k, v in value.items()}
-        elif key == "attach":
-            out[key] = tuple(tuple(pair) for pair in value)
-        else:
-            out[key] = _tupled(value)
-    return out
-
-
-def _tupled(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_tupled(v) for v in value)
-    return value
-
-
-def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Nested override merge of plain option dicts (sections merge key by key)."""
-    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
-    for key, value in overrides.items():
-        if key in _SECTIONS and isinstance(value, dict):
-            out.setdefault(key, {})
-            out[key].update(value)
-        else:
-            out[key] = value
-    return out
-
-
-def differences(old: SweepConfig, new: SweepConfig) -> list[str]:
-    """Dotted names of fields whose values differ (for refusing a mismatched resume)."""
-    diffs: list[str] = []
-    a, b = to_dict(old), to_dict(new)
-    for key in a:
-        if isinstance(a[key], dict):
-            diffs += [f"{key}.{sub}" for sub in a[key] if a[key][sub] != b[key].get(sub)]
-        elif a[key] != b.get(key):
-            diffs.append(key)
-    return diffs
-
-
 # Named option sets, applied under the config file and the command line. Windows are in
 # simulated-GPU seconds; the sim time scale only changes wall time, not the numbers.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -333,7 +549,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # slightly faster simulator (numbers stay in GPU time; the client_bound flag says where
     # the client could not keep up).
     "quick": {
-        "concurrency": (1, 16, 64, 250),
+        "concurrency": [1, 16, 64, 250],
         "load": {"warmup_s": 1.0, "warmup_max_s": 10.0, "window_s": 3.0},
         "sim": {"time_scale": 5.0},
     },
@@ -345,7 +561,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the agentic crossover), which flips the dynamic server at c=32 between drafting and not;
     # 24 sits between grid levels, so every grid level is cleanly on one side of it.
     "ci": {
-        "concurrency": (8, 16, 32, 64, 128),
+        "concurrency": [8, 16, 32, 64, 128],
         "threshold": 24,
         "load": {"warmup_s": 1.0, "warmup_max_s": 20.0, "window_s": 4.0, "seed": 0},
         "sim": {"seed": 0, "time_scale": 3.0},

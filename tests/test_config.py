@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from specbench import config as cfgmod
+from specbench import configurations
 from specbench.config import ConfigError
 
 
@@ -33,38 +34,112 @@ def test_threshold_parsing() -> None:
             cfgmod.parse_threshold(bad)
 
 
-def test_toml_unknown_key_is_named(tmp_path: Path) -> None:
+# Each bad file gives one line naming the file, the key path and the value, and a fix.
+BAD_TOML = [
+    ("string for a number", '[load]\nwindow_s = "8"\n', "load.window_s = '8'", "without quotes"),
+    ("fractional count", "[load]\nrepeats = 2.5\n", "load.repeats = 2.5", "whole number"),
+    ("float for a count", "[load]\nrepeats = 2.0\n", "load.repeats = 2.0", "whole number"),
+    ("string for a list", 'modes = "baseline"\n', "modes = 'baseline'", "write a list"),
+    ("unknown top key", "windows = 3\n", "unknown key windows", "known keys are"),
+    ("unknown section key", "[load]\nwindow_secs = 3\n", "key load.window_secs", "window_s"),
+    ("unknown section", "[gpu]\nn = 1\n", "unknown key gpu", "known keys are"),
+    ("table for a value", "[concurrency]\nx = 1\n", "concurrency", "write a list"),
+    ("out of range", "[load]\nwindow_s = 0\n", "load.window_s = 0", "> 0"),
+    ("negative temperature", "[load]\ntemperature = -1\n", "load.temperature = -1", ">= 0"),
+    ("bad literal", 'engine = "tgi"\n', "unknown engine 'tgi'", "choose from"),
+    ("bad port", "[server]\nport = 70000\n", "server.port = 70000", "<= 65535"),
+    ("number for a string", '[server]\nhost = 127\n', "server.host = 127", "quoted string"),
+    ("bad mode name", 'modes = ["eagle3-kx"]\n', "unknown mode 'eagle3-kx'", "eagle3-k<K>"),
+    ("zero level", "concurrency = [0, 4]\n", "at least 1", "positive integers"),
+    ("syntax", "[load\n", "cannot be read", "fix the TOML syntax"),
+]
+
+
+@pytest.mark.parametrize("name, text, where, fix", BAD_TOML, ids=[c[0] for c in BAD_TOML])
+def test_bad_toml_is_one_line(tmp_path: Path, name: str, text: str, where: str, fix: str) -> None:
     path = tmp_path / "c.toml"
-    path.write_text("concurrency = [1, 2]\n[load]\nwindow_secs = 3\n")
-    with pytest.raises(ConfigError, match=r"unknown key load\.window_secs"):
-        cfgmod.load_toml(path)
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        cfgmod.resolve({}, config_file=path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert where in message and fix in message, message
+    if name not in ("bad literal", "bad mode name", "zero level"):
+        assert str(path) in message
 
 
 def test_toml_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text('concurrency = [1, 4]\nmodes = ["baseline"]\n[load]\nwindow_s = 3.5\n')
-    cfg = cfgmod.build(cfgmod.load_toml(path))
+    path.write_text('concurrency = [4, 1]\nmodes = ["baseline"]\n[load]\nwindow_s = 3\n')
+    cfg = cfgmod.resolve({}, config_file=path)
     assert cfg.concurrency == (1, 4)
     assert cfg.modes == ("baseline",)
-    assert cfg.load.window_s == 3.5
+    assert cfg.load.window_s == 3.0
     assert cfgmod.from_dict(cfgmod.to_dict(cfg)) == cfg
 
 
+def test_layers_preset_file_cli(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[load]\nwindow_s = 5\nrepeats = 2\n")
+    cfg = cfgmod.resolve({"load": {"repeats": 3}}, preset="ci", config_file=path)
+    assert cfg.concurrency == (8, 16, 32, 64, 128)  # preset
+    assert cfg.load.window_s == 5.0  # file over preset
+    assert cfg.load.repeats == 3  # command line over file
+    with pytest.raises(ConfigError, match="unknown preset 'fast'; choose from quick, ci"):
+        cfgmod.resolve({}, preset="fast")
+
+
+def test_command_line_values_are_named_by_their_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^--repeats 0 is not valid .*; use a value >= 1$"):
+        cfgmod.resolve({"load": {"repeats": 0}})
+    with pytest.raises(ConfigError, match=r"^--sim-time-scale -2\.0 is not valid"):
+        cfgmod.resolve({"sim": {"time_scale": -2.0}})
+
+
+def test_resume_refuses_a_different_option() -> None:
+    stored = cfgmod.to_dict(cfgmod.SweepConfig())
+    same = cfgmod.resolve({"results_dir": "elsewhere"}, stored=stored)
+    assert same.concurrency == cfgmod.DEFAULT_CONCURRENCY
+    with pytest.raises(ConfigError, match=r"load\.window_s differs from the stored run"):
+        cfgmod.resolve({"load": {"window_s": 1.0}}, stored=stored)
+
+
 def test_api_key_never_in_dict() -> None:
-    cfg = cfgmod.build({"load": {"api_key": "sk-secret"}})
+    cfg = cfgmod.resolve({"load": {"api_key": "sk-secret"}})
+    assert cfg.load.api_key == "sk-secret"
     assert "sk-secret" not in str(cfgmod.to_dict(cfg))
     assert "sk-secret" not in repr(cfg)
 
 
 def test_validate_catches_draft_missing_and_limit() -> None:
     with pytest.raises(ConfigError, match="draft model"):
-        cfgmod.validate(cfgmod.build({"server": {"draft_model_path": None}}))
-    cfgmod.validate(cfgmod.build({"server": {"draft_model_path": None}, "modes": ("baseline",)}))
+        cfgmod.resolve({"server": {"draft_model_path": None}})
+    cfgmod.resolve({"server": {"draft_model_path": None}, "modes": ["baseline"]})
     with pytest.raises(ConfigError, match="above --max-running-requests"):
-        cfgmod.validate(cfgmod.build({"server": {"max_running_requests": 64}}))
+        cfgmod.resolve({"server": {"max_running_requests": 64}})
 
 
 def test_differences_names_fields() -> None:
     a = cfgmod.SweepConfig()
-    b = cfgmod.build({"concurrency": (1, 2), "load": {"window_s": 1.0}})
+    b = cfgmod.build({"concurrency": [1, 2], "load": {"window_s": 1.0}})
     assert cfgmod.differences(a, b) == ["concurrency", "load.window_s"]
+
+
+def test_named_configurations() -> None:
+    order = configurations.ordered(["dynamic", "eagle3-k5", "baseline", "eagle3", "eagle3-k2"], 3)
+    assert [c.name for c in order] == ["baseline", "eagle3", "eagle3-k2", "eagle3-k5", "dynamic"]
+    k2 = configurations.parse("eagle3-k2")
+    assert (k2.kind, k2.num_steps(3), k2.needs_threshold) == ("eagle3", 2, False)
+    fixed = configurations.parse("dynamic-t40")
+    assert (fixed.kind, fixed.threshold, fixed.needs_threshold) == ("dynamic", 40, False)
+    assert configurations.parse("dynamic").needs_threshold
+    for bad in ("eagle3-k0", "dynamic-t", "turbo", "EAGLE3"):
+        with pytest.raises(ConfigError, match="unknown mode"):
+            configurations.parse(bad)
+
+
+def test_every_cli_flag_maps_to_a_schema_field() -> None:
+    flags = cfgmod.cli_flags()
+    assert flags["server.speculative_num_steps"] == "--spec-steps"
+    assert flags["prompt_sets"] == "--prompts"
+    assert len(set(flags.values())) == len(flags)

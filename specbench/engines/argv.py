@@ -1,4 +1,4 @@
-"""The one argv builder: SGLang 0.5.23 flags for each mode (baseline | eagle3 | dynamic).
+"""The one argv builder: SGLang 0.5.23 flags for each server configuration.
 
 The same list launches real SGLang and the simulator, so what the simulator is tested with is
 exactly what a GPU run would get. Spelling facts (shared/reference/sglang-0.5.23.md):
@@ -14,7 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specbench import configurations
 from specbench.config import ServerConfig
+from specbench.configurations import ServerConfiguration
+from specbench.results.store import atomic_write
 
 
 def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
@@ -31,22 +34,23 @@ def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
 
 
 def write_adaptive_config(path: Path, num_steps: int, threshold: int) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(adaptive_config(num_steps, threshold), indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    return atomic_write(path, json.dumps(adaptive_config(num_steps, threshold), indent=2) + "\n")
+
+
+def _configuration(config: ServerConfiguration | str) -> ServerConfiguration:
+    return configurations.parse(config) if isinstance(config, str) else config
 
 
 def build_argv(
-    mode: str,
+    config: ServerConfiguration | str,
     server: ServerConfig,
     *,
     port: int,
     max_running_requests: int,
     adaptive_config_path: Path | None = None,
 ) -> list[str]:
-    """SGLang flags (without the program) for one mode."""
+    """SGLang flags (without the program) for one configuration (or its name)."""
+    spec = _configuration(config)
     argv = [
         "--model-path",
         server.model_path,
@@ -62,10 +66,10 @@ def build_argv(
         argv += ["--tp-size", str(server.tp_size)]
     if server.cuda_graph_bs_decode:
         argv += ["--cuda-graph-bs-decode", *(str(b) for b in server.cuda_graph_bs_decode)]
-    if mode in ("eagle3", "dynamic"):
+    if spec.speculative:
         if not server.draft_model_path:
-            raise ValueError(f"mode {mode} needs a draft model path")
-        k = server.speculative_num_steps
+            raise ValueError(f"{spec.name} needs a draft model path")
+        k = spec.num_steps(server.speculative_num_steps)
         argv += [
             "--speculative-algorithm",
             "EAGLE3",
@@ -78,23 +82,29 @@ def build_argv(
             "--speculative-num-draft-tokens",
             str(k + 1),
         ]
-    if mode == "dynamic":
+    if spec.kind == "dynamic":
         if adaptive_config_path is None:
-            raise ValueError("dynamic mode needs an adaptive config file")
+            raise ValueError(f"{spec.name} needs an adaptive config file")
         argv += [
             "--speculative-adaptive",
             "--speculative-adaptive-config",
             str(adaptive_config_path),
         ]
-    elif mode not in ("baseline", "eagle3"):
-        raise ValueError(f"unknown mode {mode!r}")
     argv += list(server.extra_args)
     return argv
 
 
-def server_env(mode: str, server: ServerConfig) -> dict[str, str]:
-    """Extra environment for the server process of one mode (recorded in the manifest)."""
+def server_env(config: ServerConfiguration | str, server: ServerConfig) -> dict[str, str]:
+    """Extra environment for one configuration's server process (recorded in the manifest).
+
+    In SGLang 0.5.23 a zero-step batch is not a plain decode: it runs the target's verify path
+    with a one-token tree and, by default, a draft-model extend on every step so the draft's KV
+    cache stays warm. `SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1` (dynamic servers only) skips
+    that extend: cheaper steps above T, but a cold draft (lower acceptance) right after
+    speculation resumes. Leave it off when load crosses T often; turn it on for long stretches
+    above T.
+    """
     env: dict[str, str] = {}
-    if mode == "dynamic" and server.skip_zero_step_draft_extend:
+    if _configuration(config).kind == "dynamic" and server.skip_zero_step_draft_extend:
         env["SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"] = "1"
     return env

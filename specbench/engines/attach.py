@@ -1,18 +1,30 @@
 """An already-running server (a cluster, another team's deployment): nothing is launched.
 
-The mode each URL claims is checked against what its `/server_info` says, so a run directory
-made by attaching means the same as one made by launching.
+The configuration each URL is attached as is checked against what its `/server_info` says, so a
+run directory made by attaching means the same as one made by launching.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import urllib.error
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from specbench.engines.process import ServerStartError, http_get
+from specbench.config import SweepConfig
+from specbench.configurations import ServerConfiguration
+from specbench.engines import server_info
+from specbench.engines.process import ServerStartError, http_get, wait_ready
+
+if TYPE_CHECKING:
+    from specbench.engines.base import Server
+
+# An attached server is already up: waiting minutes for it would only hide a wrong URL.
+_ATTACH_READY_S = 60.0
 
 
-def fetch_server_info(base_url: str, timeout_s: float = 10.0) -> dict:
+def fetch_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
     try:
         status, body = http_get(f"{base_url.rstrip('/')}/server_info", timeout_s=timeout_s)
     except (OSError, urllib.error.URLError) as exc:
@@ -36,18 +48,57 @@ def fetch_server_info(base_url: str, timeout_s: float = 10.0) -> dict:
     return info
 
 
-def wait_ready(base_url: str, timeout_s: float) -> None:
-    import time
+class AttachEngine:
+    kind = "attach"
+    can_restart = False  # not ours to restart
+    start_estimate_s = 5.0
+    time_scale = 1.0
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            status, _ = http_get(f"{base_url.rstrip('/')}/ready", timeout_s=2.0)
-            if status == 200:
-                return
-        except (OSError, urllib.error.URLError):
-            pass
-        time.sleep(0.2)
-    raise ServerStartError(
-        f"{base_url} did not answer /ready with 200 within {timeout_s:.0f} s; check the server"
-    )
+    def __init__(self, cfg: SweepConfig) -> None:
+        self.cfg = cfg
+
+    def preflight(self) -> None:
+        return None
+
+    def version(self) -> str | None:
+        return None
+
+    def describe(self, config: ServerConfiguration, adaptive_path: Path | None) -> str:
+        return f"attach {dict(self.cfg.attach).get(config.name, '?')}"
+
+    def start(
+        self,
+        config: ServerConfiguration,
+        threshold: int | None,
+        run_dir: Path,
+        label: str | None = None,
+    ) -> Server:
+        from specbench.engines.base import Server, verify
+
+        url = dict(self.cfg.attach)[config.name].rstrip("/")
+        timeout_s = min(self.cfg.server.ready_timeout_s, _ATTACH_READY_S)
+        if not wait_ready(url, timeout_s):
+            raise ServerStartError(
+                f"{url} did not answer /ready with 200 within {timeout_s:.0f} s; check the server"
+            )
+        info = fetch_server_info(url)
+        found = server_info.detect_mode(info)
+        if found != config.kind:
+            raise ServerStartError(
+                f"--attach {config.name}={url} serves a {found} server according to "
+                f"/server_info; attach it as {found}= or point {config.name}= at the right server"
+            )
+        launch = info.get("launch_command") or []
+        argv = shlex.split(launch) if isinstance(launch, str) else [str(a) for a in launch]
+        server = Server(
+            config,
+            url,
+            argv=argv,
+            env={},
+            time_scale=float(info.get("sim_time_scale", 1.0)),
+            info=info,
+            threshold=threshold,
+            label=label,
+        )
+        verify(server, self.cfg, launched=False)
+        return server

@@ -28,18 +28,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specbench.errors import UserError
+
 _PR_SET_PDEATHSIG = 1
 # Grace for a server that never became ready: short, so an interrupted start still stops
 # everything within the 10 s a user waits after Ctrl-C.
 STOP_ON_FAILED_START_S = 5.0
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(UserError, RuntimeError):
     """The server did not come up; the message is complete and meant for the user."""
 
 
 class PortInUseError(ServerStartError):
-    pass
+    """The port was taken between the preflight check and the launch."""
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -81,7 +83,29 @@ def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
         return int(exc.code), exc.read()
 
 
-# Turns a failed start's log into one message; engines/sglang.py supplies SGLang's version.
+def wait_ready(
+    base_url: str, timeout_s: float, check: Callable[[], None] | None = None
+) -> bool:
+    """Poll `GET /ready` until it answers 200 (True) or `timeout_s` passes (False).
+
+    `check` runs before each poll and raises to give up early (a process that exited).
+    """
+    deadline = time.monotonic() + timeout_s
+    url = f"{base_url.rstrip('/')}/ready"
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        try:
+            status, _ = http_get(url, timeout_s=2.0)
+            if status == 200:
+                return True
+        except (OSError, urllib.error.URLError):
+            pass
+        time.sleep(0.1)
+    return False
+
+
+# Turns a failed start's log into one message (engines/diagnose.py).
 Diagnoser = Callable[[str, Path], str | None]
 
 
@@ -140,26 +164,19 @@ class ServerProcess:
             raise
 
     def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        url = f"{self.base_url}/ready"
-        while time.monotonic() < deadline:
+        def still_starting() -> None:
             assert self.proc is not None
             code = self.proc.poll()
             if code is not None:
                 raise ServerStartError(
                     self._failure_message(f"exited with code {code} during start-up")
                 )
-            try:
-                status, _ = http_get(url, timeout_s=2.0)
-                if status == 200:
-                    return
-            except (OSError, urllib.error.URLError):
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise ServerStartError(
-            self._failure_message(f"did not become ready within {timeout_s:.0f} s")
-        )
+
+        if not wait_ready(self.base_url, timeout_s, check=still_starting):
+            self.stop()
+            raise ServerStartError(
+                self._failure_message(f"did not become ready within {timeout_s:.0f} s")
+            )
 
     def _failure_message(self, what: str) -> str:
         if self.diagnose is not None:

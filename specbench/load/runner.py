@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import aiohttp
 import numpy as np
 
+from specbench.errors import UserError
 from specbench.load.protocols import ParsedStream, get_protocol
 from specbench.prompts import PromptRequest
 
@@ -64,7 +65,7 @@ def _cap_read_size(resp: aiohttp.ClientResponse) -> None:
         transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
 
 
-class LoadError(ValueError):
+class LoadError(UserError, ValueError):
     """A point that cannot be run as specified; the message names the cause and the fix."""
 
 

@@ -32,6 +32,7 @@ import pytest
 
 from specbench.config import ServerConfig
 from specbench.engines import argv as argv_mod
+from specbench.engines import diagnose, server_info
 from specbench.engines import sglang as sg
 from specbench.engines.process import free_port
 
@@ -324,12 +325,12 @@ def assert_resolves_as_intended(
         assert info["speculative_num_draft_tokens"] == steps + 1
     assert info["speculative_adaptive"] is (mode == "dynamic")
     assert info["cuda_graph_bs_decode"] is None  # exact-batch-size routing in dynamic mode
-    expected = sg.Expected(
+    expected = server_info.Expected(
         mode=mode, speculative_num_steps=steps, max_running_requests=max_running_requests,
         largest_concurrency=max_running_requests, threshold=threshold,
     )
-    assert sg.check_server_info(info, expected) == []
-    assert sg.detect_mode(info) == mode
+    assert server_info.check_server_info(info, expected) == []
+    assert server_info.detect_mode(info) == mode
     return dict(info)
 
 
@@ -374,7 +375,7 @@ def test_sglang_caps_speculative_servers_at_48_without_the_flag(
     argv = without_max_running_requests(specbench_argv("eagle3", models, tmp_path))
     info = resolve(probe, argv)
     assert info["max_running_requests"] == 48
-    problems = sg.check_server_info(info, sg.Expected(
+    problems = server_info.check_server_info(info, server_info.Expected(
         mode="eagle3", speculative_num_steps=STEPS, max_running_requests=MAX_RUNNING,
         largest_concurrency=MAX_RUNNING))
     assert len(problems) == 1 and "max_running_requests=48" in problems[0]
@@ -387,7 +388,7 @@ def test_cuda_graph_max_bs_is_an_ambiguous_option(probe: Probe, models: ServerCo
         specbench_argv("eagle3", models, tmp_path))})
     assert answer["ok"] is False and answer["exit_code"] == 2
     assert "ambiguous option: --cuda-graph-max-bs could match" in answer["stderr"]
-    diag = sg.diagnose_failure(answer["stderr"])
+    diag = diagnose.diagnose_failure(answer["stderr"])
     assert diag is not None and diag.kind == "bad_argument"
     assert "--cuda-graph-max-bs-decode" in diag.hint
 
@@ -404,7 +405,7 @@ def test_simulator_flags_never_reach_sglang(probe: Probe, models: ServerConfig, 
     assert not [a for a in argv if a.startswith("--sim-")]
     answer = probe.run({"op": "resolve", "argv": [*argv, "--sim-time-scale", "20"]})
     assert answer["ok"] is False and answer["exit_code"] == 2
-    diag = sg.diagnose_failure(answer["stderr"])
+    diag = diagnose.diagnose_failure(answer["stderr"])
     assert diag is not None and diag.kind == "bad_argument"
     assert "--sim-time-scale 20" in diag.summary
 
@@ -419,10 +420,10 @@ def test_adaptive_with_topk_above_one_falls_back_silently(
     assert answer["ok"], answer.get("error")
     info = answer["server_info"]
     assert info["speculative_adaptive"] is False
-    assert sg.adaptive_fallback_reason(answer["stderr"]) == (
+    assert diagnose.adaptive_fallback_reason(answer["stderr"]) == (
         "speculative_eagle_topk=2 (only topk=1 is supported)"
     )
-    problems = sg.check_server_info(info, sg.Expected(
+    problems = server_info.check_server_info(info, server_info.Expected(
         mode="dynamic", speculative_num_steps=STEPS, max_running_requests=MAX_RUNNING,
         largest_concurrency=MAX_RUNNING, threshold=32))
     assert any("speculative_adaptive=false" in p for p in problems)
@@ -480,7 +481,8 @@ def test_sglang_routes_below_threshold_to_k_steps_and_from_it_to_zero(
     batch_sizes = list(range(1, 301))
     routed = route(probe, path, steps, batch_sizes)
     assert routed == [steps if bs < threshold else 0 for bs in batch_sizes]
-    assert sg.routing_from_adaptive_config(json.loads(path.read_text())) == (steps, threshold)
+    routing = server_info.routing_from_adaptive_config(json.loads(path.read_text()))
+    assert routing == (steps, threshold)
 
 
 @pytest.mark.parametrize(
@@ -502,7 +504,7 @@ def test_effective_threshold_matches_sglang_padding(
     routed = route(probe, path, STEPS, batch_sizes, cuda_graph_bs)
     by_bs = dict(zip(batch_sizes, routed, strict=True))
     first_zero = min(bs for bs, steps in by_bs.items() if steps == 0)
-    assert first_zero == sg.effective_threshold(threshold, cuda_graph_bs)
+    assert first_zero == server_info.effective_threshold(threshold, cuda_graph_bs)
     assert all(steps == 0 for bs, steps in by_bs.items() if bs >= first_zero)
     assert all(steps == STEPS for bs, steps in by_bs.items() if bs < first_zero)
 
@@ -517,7 +519,7 @@ def test_failure_texts_occur_in_the_installed_sglang(probe: Probe):
     source = "\n".join(
         p.read_text(errors="replace") for p in (package / "srt").rglob("*.py")
     )
-    literals = [r.sglang_text for r in sg.FAILURE_RULES if r.sglang_text]
+    literals = [r.sglang_text for r in diagnose.FAILURE_RULES if r.sglang_text]
     literals += [
         "speculative_adaptive disabled: ",  # adaptive_fallback_reason
         "Falling back to static speculative params",

@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
+from specbench import fingerprint
 from specbench.config import ConfigError, ServerConfig
 from specbench.engines import argv as argv_mod
+from specbench.engines import diagnose
+from specbench.engines import server_info as si
 from specbench.engines import sglang as sg
 
 PREFIX = "[2026-11-29 10:00:00 TP0] "
@@ -166,7 +169,7 @@ FAILURE_LOGS: list[tuple[str, str, list[str]]] = [
 @pytest.mark.parametrize(("log", "kind", "words"), FAILURE_LOGS,
                          ids=[f"{i}-{k}" for i, (_, k, _) in enumerate(FAILURE_LOGS)])
 def test_diagnose_failure_recognises_each_sglang_failure(log: str, kind: str, words: list[str]):
-    diag = sg.diagnose_failure(log)
+    diag = diagnose.diagnose_failure(log)
     assert diag is not None
     assert diag.kind == kind
     shown = f"{diag.summary}; {diag.hint}"
@@ -178,7 +181,7 @@ def test_diagnose_failure_recognises_each_sglang_failure(log: str, kind: str, wo
 
 def test_every_rule_kind_has_a_test_case():
     tested = {kind for _, kind, _ in FAILURE_LOGS}
-    assert {rule.kind for rule in sg.FAILURE_RULES} == tested
+    assert {rule.kind for rule in diagnose.FAILURE_RULES} == tested
 
 
 def test_root_cause_wins_over_the_generic_lines_that_follow_it():
@@ -189,13 +192,13 @@ def test_root_cause_wins_over_the_generic_lines_that_follow_it():
         + PREFIX + "Scheduler hit an exception: ...\n"
         + PREFIX + "Initialization failed. Please see the error messages above.\n"
     )
-    diag = sg.diagnose_failure(log)
+    diag = diagnose.diagnose_failure(log)
     assert diag is not None and diag.kind == "cuda_graph_capture"
 
 
 def test_colour_codes_do_not_hide_a_failure_line():
     log = "\x1b[31m[2026] Not enough memory. Please try to increase --mem-fraction-static.\x1b[0m"
-    diag = sg.diagnose_failure(log)
+    diag = diagnose.diagnose_failure(log)
     assert diag is not None and diag.kind == "kv_cache_memory"
     assert "\x1b" not in diag.summary + diag.evidence
 
@@ -206,7 +209,7 @@ def test_clean_start_up_log_has_no_diagnosis():
         + PREFIX + "Capture cuda graph end. Time elapsed: 12.3 s\n"
         + PREFIX + "The server is fired up and ready to roll!\n"
     )
-    assert sg.diagnose_failure(log) is None
+    assert diagnose.diagnose_failure(log) is None
 
 
 def test_adaptive_fallback_reason_is_read_from_the_warning():
@@ -214,10 +217,10 @@ def test_adaptive_fallback_reason_is_read_from_the_warning():
         PREFIX + "speculative_adaptive disabled: speculative_eagle_topk=4 (only topk=1 is "
         "supported). Falling back to static speculative params.\n"
     )
-    assert sg.adaptive_fallback_reason(log) == (
+    assert diagnose.adaptive_fallback_reason(log) == (
         "speculative_eagle_topk=4 (only topk=1 is supported)"
     )
-    assert sg.adaptive_fallback_reason(PREFIX + "all good\n") is None
+    assert diagnose.adaptive_fallback_reason(PREFIX + "all good\n") is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,8 +230,8 @@ def test_adaptive_fallback_reason_is_read_from_the_warning():
 def test_format_failure_is_one_message_with_cause_fix_log_and_tail(tmp_path: Path):
     log_path = tmp_path / "servers" / "eagle3.log"
     log = FAILURE_LOGS[4][0]
-    diag = sg.diagnose_failure(log)
-    message = sg.format_failure(diag, log_path, log.splitlines()[-3:])
+    diag = diagnose.diagnose_failure(log)
+    message = diagnose.format_failure(diag, log_path, log.splitlines()[-3:])
     lines = message.splitlines()
     assert lines[0].startswith("CUDA graph capture failed (CUDA error: out of memory); lower")
     assert "--cuda-graph-max-bs-decode" in lines[0]
@@ -241,7 +244,7 @@ def test_format_failure_is_one_message_with_cause_fix_log_and_tail(tmp_path: Pat
 def test_format_failure_without_a_diagnosis_still_points_at_the_log(tmp_path: Path):
     log_path = tmp_path / "baseline.log"
     log_path.write_text("line one\nsegmentation fault (core dumped)\n")
-    message = sg.format_failure(None, log_path, 5)
+    message = diagnose.format_failure(None, log_path, 5)
     assert "read the log" in message.splitlines()[0]
     assert f"log: {log_path}" in message
     assert message.splitlines()[-1] == "  segmentation fault (core dumped)"
@@ -250,9 +253,9 @@ def test_format_failure_without_a_diagnosis_still_points_at_the_log(tmp_path: Pa
 def test_read_tail_reads_only_the_end_of_a_big_log(tmp_path: Path):
     log_path = tmp_path / "big.log"
     log_path.write_text("".join(f"decode batch {i}\n" for i in range(200_000)))
-    tail = sg.read_tail(log_path, max_lines=3, max_bytes=4096)
+    tail = diagnose.read_tail(log_path, max_lines=3, max_bytes=4096)
     assert tail == ["decode batch 199997", "decode batch 199998", "decode batch 199999"]
-    assert sg.read_tail(tmp_path / "missing.log") == []
+    assert diagnose.read_tail(tmp_path / "missing.log") == []
 
 
 def test_explain_failure_reads_the_log_and_diagnoses_it(tmp_path: Path):
@@ -260,7 +263,7 @@ def test_explain_failure_reads_the_log_and_diagnoses_it(tmp_path: Path):
     log_path.write_text(
         "# specbench: launching dynamic\n" + "noise\n" * 50 + FAILURE_LOGS[8][0]
     )
-    message = sg.explain_failure(log_path, tail_count=2)
+    message = diagnose.explain_failure(log_path, tail_count=2)
     assert message.startswith("the server's port is already taken")
     assert f"log: {log_path}" in message
     assert "address already in use" in message.splitlines()[-1]
@@ -305,7 +308,7 @@ def server_info(
     return info
 
 
-def expected(mode: str, **kw: Any) -> sg.Expected:
+def expected(mode: str, **kw: Any) -> si.Expected:
     args: dict[str, Any] = {
         "mode": mode,
         "speculative_num_steps": 3,
@@ -314,7 +317,7 @@ def expected(mode: str, **kw: Any) -> sg.Expected:
         "threshold": 32 if mode == "dynamic" else None,
     }
     args.update(kw)
-    return sg.Expected(**args)
+    return si.Expected(**args)
 
 
 @pytest.fixture
@@ -323,14 +326,14 @@ def dynamic_config(tmp_path: Path) -> str:
 
 
 def test_each_mode_with_the_asked_settings_passes(dynamic_config: str):
-    assert sg.check_server_info(server_info("baseline"), expected("baseline")) == []
-    assert sg.check_server_info(server_info("eagle3"), expected("eagle3")) == []
+    assert si.check_server_info(server_info("baseline"), expected("baseline")) == []
+    assert si.check_server_info(server_info("eagle3"), expected("eagle3")) == []
     info = server_info("dynamic", adaptive_config=dynamic_config)
-    assert sg.check_server_info(info, expected("dynamic")) == []
+    assert si.check_server_info(info, expected("dynamic")) == []
 
 
-def only_problem(info: dict[str, Any], exp: sg.Expected) -> str:
-    problems = sg.check_server_info(info, exp)
+def only_problem(info: dict[str, Any], exp: si.Expected) -> str:
+    problems = si.check_server_info(info, exp)
     assert len(problems) == 1, problems
     assert "\n" not in problems[0]
     return problems[0]
@@ -347,7 +350,7 @@ def test_too_small_cap_for_the_sweep_in_attach_mode():
     problem = only_problem(server_info("eagle3", max_running=64), exp)
     assert "at most 64 requests" in problem and "up to 128" in problem
     assert "--max-running-requests 128" in problem
-    assert sg.check_server_info(server_info("eagle3", max_running=500), exp) == []
+    assert si.check_server_info(server_info("eagle3", max_running=500), exp) == []
 
 
 def test_kv_cache_too_small_for_the_concurrency_names_mem_fraction():
@@ -359,7 +362,7 @@ def test_kv_cache_too_small_for_the_concurrency_names_mem_fraction():
 def test_capacity_sums_data_parallel_ranks():
     info = server_info("baseline")
     info["internal_states"] = [{"effective_max_running_requests_per_dp": 125}] * 2
-    assert sg.check_server_info(info, expected("baseline")) == []
+    assert si.check_server_info(info, expected("baseline")) == []
 
 
 @pytest.mark.parametrize(
@@ -418,12 +421,12 @@ def test_capture_list_that_moves_the_threshold_is_reported(dynamic_config: str):
     problem = only_problem(info, expected("dynamic"))
     assert "from batch size 25, not 32" in problem and "add 31" in problem
     info["cuda_graph_bs_decode"] = [1, 2, 4, 8, 16, 24, 31, 32, 64, 128, 256]
-    assert sg.check_server_info(info, expected("dynamic")) == []
+    assert si.check_server_info(info, expected("dynamic")) == []
 
 
 def test_an_unreadable_remote_config_path_is_not_a_problem():
     info = server_info("dynamic", adaptive_config="/elsewhere/on/the/cluster.json")
-    assert sg.check_server_info(info, expected("dynamic")) == []
+    assert si.check_server_info(info, expected("dynamic")) == []
 
 
 def test_something_that_is_not_sglang_is_reported():
@@ -432,13 +435,13 @@ def test_something_that_is_not_sglang_is_reported():
 
 
 def test_detect_mode_classifies_attached_servers(dynamic_config: str):
-    assert sg.detect_mode(server_info("baseline")) == "baseline"
-    assert sg.detect_mode({"model_path": "m"}) == "baseline"
-    assert sg.detect_mode(server_info("eagle3")) == "eagle3"
-    assert sg.detect_mode({**server_info("eagle3"), "speculative_algorithm": "eagle3"}) == "eagle3"
-    assert sg.detect_mode(server_info("dynamic", adaptive_config=dynamic_config)) == "dynamic"
+    assert si.detect_mode(server_info("baseline")) == "baseline"
+    assert si.detect_mode({"model_path": "m"}) == "baseline"
+    assert si.detect_mode(server_info("eagle3")) == "eagle3"
+    assert si.detect_mode({**server_info("eagle3"), "speculative_algorithm": "eagle3"}) == "eagle3"
+    assert si.detect_mode(server_info("dynamic", adaptive_config=dynamic_config)) == "dynamic"
     with pytest.raises(ConfigError, match="speculative_algorithm=NGRAM"):
-        sg.detect_mode({"speculative_algorithm": "NGRAM"})
+        si.detect_mode({"speculative_algorithm": "NGRAM"})
 
 
 @pytest.mark.parametrize(
@@ -453,12 +456,12 @@ def test_detect_mode_classifies_attached_servers(dynamic_config: str):
     ],
 )
 def test_effective_threshold_follows_cuda_graph_padding(threshold, graph_bs, effective):
-    assert sg.effective_threshold(threshold, graph_bs) == effective
+    assert si.effective_threshold(threshold, graph_bs) == effective
 
 
 @pytest.mark.parametrize(("steps", "threshold"), [(3, 32), (5, 2), (1, 250)])
 def test_routing_from_adaptive_config_reads_specbench_json(steps: int, threshold: int):
-    assert sg.routing_from_adaptive_config(argv_mod.adaptive_config(steps, threshold)) == (
+    assert si.routing_from_adaptive_config(argv_mod.adaptive_config(steps, threshold)) == (
         steps,
         threshold,
     )
@@ -471,7 +474,7 @@ def test_routing_from_sglang_default_config_is_not_a_plain_threshold():
         "32": {"candidate_steps": [0, 1]},
         "64": {"candidate_steps": [0]},
     }
-    assert sg.routing_from_adaptive_config(default) == (None, 64)
+    assert si.routing_from_adaptive_config(default) == (None, 64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,16 +536,17 @@ def test_gpu_info_parses_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     executable(
         tmp_path / "nvidia-smi",
         "#!/bin/sh\n"
-        'echo "0, NVIDIA H200, 143771, 570.124.06"\n'
-        'echo "1, NVIDIA H200, 143771, 570.124.06"\n',
+        'echo "0, NVIDIA H200, 143771, 570.124.06, 1980"\n'
+        'echo "1, NVIDIA H200, 143771, 570.124.06, [N/A]"\n',
     )
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    assert sg.gpu_info() == [
+    assert fingerprint.gpu_info() == [
         {"index": 0, "name": "NVIDIA H200", "memory_total_mib": 143771,
-         "driver_version": "570.124.06"},
+         "driver_version": "570.124.06", "max_sm_clock_mhz": 1980},
         {"index": 1, "name": "NVIDIA H200", "memory_total_mib": 143771,
-         "driver_version": "570.124.06"},
+         "driver_version": "570.124.06", "max_sm_clock_mhz": None},
     ]
+    assert fingerprint.collect()["gpus"] == fingerprint.gpu_info()
 
 
 def test_gpu_info_is_none_when_nvidia_smi_fails_or_is_absent(
@@ -553,6 +557,6 @@ def test_gpu_info_is_none_when_nvidia_smi_fails_or_is_absent(
         "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n",
     )
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert sg.gpu_info() is None
+    assert fingerprint.gpu_info() is None
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert sg.gpu_info() is None
+    assert fingerprint.gpu_info() is None

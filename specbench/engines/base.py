@@ -1,0 +1,244 @@
+"""What the sweep needs from an engine: start a configuration's server, and the server it gets.
+
+An :class:`Engine` turns a named server configuration into a running, verified :class:`Server`
+(a context manager that stops it); the sweep never asks which engine it has. Three engines
+implement it (`engines/__init__.py` holds the plain dict that picks one):
+
+- `sim`: specbench's simulated SGLang server, launched with the same argv as real SGLang;
+- `sglang`: real SGLang, launched;
+- `attach`: servers someone else started; nothing is launched or stopped.
+
+The two launching engines share :class:`LaunchedEngine`: write the adaptive JSON when the
+configuration needs one, start the process, wait for `/ready`, read `/server_info` and check it
+is what was asked (`server_info.check_server_info`).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from specbench.config import SweepConfig
+from specbench.configurations import ServerConfiguration
+from specbench.engines import argv as argv_mod
+from specbench.engines import diagnose, server_info
+from specbench.engines.attach import fetch_server_info
+from specbench.engines.process import ServerProcess, ServerStartError, http_get
+from specbench.results.manifest import PerSetServer, ServerRecord
+
+# /server_info keys worth keeping in the manifest (the resolved speculative settings).
+_INFO_KEYS = (
+    "version",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_adaptive",
+    "max_running_requests",
+    "sim_profile",
+    "sim_time_scale",
+)
+
+
+@dataclass
+class Server:
+    """A server the sweep measures against, launched or attached; `with` stops it."""
+
+    config: ServerConfiguration
+    base_url: str
+    argv: list[str]
+    env: dict[str, str]
+    time_scale: float
+    info: dict[str, Any] = field(default_factory=dict)
+    threshold: int | None = None
+    process: ServerProcess | None = None
+    log_path: Path | None = None
+    label: str | None = None  # prompt sets a per-set dynamic server serves, for file names
+    stop_grace_s: float = 10.0
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def model_name(self, default: str) -> str:
+        return str(self.info.get("served_model_name") or default)
+
+    def alive(self) -> bool:
+        return self.process is None or self.process.alive()
+
+    def stop(self, grace_s: float | None = None) -> None:
+        if self.process is not None:
+            self.process.stop(self.stop_grace_s if grace_s is None else grace_s)
+
+    def flush_cache(self, attempts: int = 50) -> None:
+        """Reset KV cache and spec counters; SGLang refuses (400) until the server is idle."""
+        for _ in range(attempts):
+            try:
+                status, _ = http_get(f"{self.base_url}/flush_cache", timeout_s=5.0)
+            except (OSError, urllib.error.URLError):
+                return
+            if status == 200:
+                return
+            time.sleep(0.1)
+
+    def record(self, names: list[str], previous: ServerRecord | None) -> ServerRecord:
+        """This server for the manifest, keeping what earlier servers of the same
+        configuration recorded for other prompt sets."""
+        per_set = dict(previous.per_prompt_set) if previous else {}
+        for name in names:
+            per_set[name] = PerSetServer(threshold=self.threshold, argv=self.argv)
+        return ServerRecord(
+            kind=self.config.kind,
+            argv=self.argv,
+            env=self.env,
+            url=self.base_url,
+            log=self.log_path.name if self.log_path else None,
+            threshold=self.threshold,
+            server_info={k: self.info[k] for k in _INFO_KEYS if k in self.info},
+            time_scale=self.time_scale,
+            per_prompt_set=per_set,
+        )
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Engine(Protocol):
+    """Starts servers for named configurations; the sweep's only view of an engine."""
+
+    kind: str
+    can_restart: bool  # a server that died mid-point can be started again
+    start_estimate_s: float  # for the plan's time estimate
+    time_scale: float  # model seconds per wall second, for the plan's estimate
+
+    def preflight(self) -> None:
+        """Refuse what is certain to fail before any server starts (ConfigError)."""
+
+    def version(self) -> str | None:
+        """The engine's version for the manifest, if known."""
+
+    def describe(self, config: ServerConfiguration, adaptive_path: Path | None) -> str:
+        """What starting this configuration would do (the dry run's line)."""
+
+    def start(
+        self,
+        config: ServerConfiguration,
+        threshold: int | None,
+        run_dir: Path,
+        label: str | None = None,
+    ) -> Server:
+        """A ready server that has been checked against what was asked."""
+
+
+def adaptive_path(run_dir: Path, config: ServerConfiguration, label: str | None) -> Path:
+    return run_dir / "servers" / f"{config.name}{'-' + label if label else ''}.adaptive.json"
+
+
+def verify(server: Server, cfg: SweepConfig, *, launched: bool) -> None:
+    """Raise ServerStartError (one line) when /server_info is not what the sweep asked for."""
+    expected = server_info.Expected(
+        mode=server.config.kind,
+        speculative_num_steps=server.config.num_steps(cfg.server.speculative_num_steps),
+        max_running_requests=cfg.max_running_requests if launched else None,
+        largest_concurrency=max(cfg.concurrency),
+        threshold=server.threshold,
+    )
+    problems = server_info.check_server_info(server.info, expected)
+    if problems:
+        where = f" (log {server.log_path})" if server.log_path else ""
+        raise ServerStartError(f"{server.name} server{where} is not what was asked: {problems[0]}")
+
+
+def _diagnose(log_text: str, log_path: Path) -> str | None:
+    found = diagnose.diagnose_failure(log_text)
+    if found is None:
+        return None
+    return diagnose.format_failure(found, log_path, log_text.splitlines()[-10:])
+
+
+class LaunchedEngine:
+    """Shared by the engines that start server processes themselves (sim and sglang)."""
+
+    kind = "launched"
+    can_restart = True
+    start_estimate_s = 300.0
+
+    def __init__(self, cfg: SweepConfig) -> None:
+        self.cfg = cfg
+        self.time_scale = 1.0
+
+    def command(self, config: ServerConfiguration, adaptive_path: Path | None) -> list[str]:
+        raise NotImplementedError
+
+    def preflight(self) -> None:
+        from specbench.engines.process import port_is_free
+        from specbench.errors import ConfigError
+
+        server = self.cfg.server
+        if not port_is_free(server.host, server.port):
+            raise ConfigError(
+                f"port {server.port} on {server.host} is already in use; stop what listens "
+                "there or pass another --port"
+            )
+
+    def version(self) -> str | None:
+        return None
+
+    def describe(self, config: ServerConfiguration, adaptive_path: Path | None) -> str:
+        env = argv_mod.server_env(config, self.cfg.server)
+        prefix = " ".join(f"{k}={v}" for k, v in env.items())
+        return f"{prefix + ' ' if prefix else ''}{' '.join(self.command(config, adaptive_path))}"
+
+    def start(
+        self,
+        config: ServerConfiguration,
+        threshold: int | None,
+        run_dir: Path,
+        label: str | None = None,
+    ) -> Server:
+        cfg = self.cfg
+        path = None
+        if config.kind == "dynamic":
+            assert threshold is not None
+            steps = config.num_steps(cfg.server.speculative_num_steps)
+            path = argv_mod.write_adaptive_config(
+                adaptive_path(run_dir, config, label), steps, threshold
+            )
+        argv = self.command(config, path)
+        env = argv_mod.server_env(config, cfg.server)
+        log_path = run_dir / "servers" / f"{config.name}.log"
+        proc = ServerProcess(
+            name=config.name,
+            argv=argv,
+            log_path=log_path,
+            host=cfg.server.host,
+            port=cfg.server.port,
+            env=env,
+            diagnose=_diagnose,
+        )
+        proc.start(cfg.server.ready_timeout_s)
+        server = Server(
+            config,
+            proc.base_url,
+            argv=argv,
+            env=env,
+            time_scale=self.time_scale,
+            threshold=threshold,
+            process=proc,
+            log_path=log_path,
+            label=label,
+            stop_grace_s=cfg.server.stop_grace_s,
+        )
+        try:
+            server.info = fetch_server_info(server.base_url)
+            verify(server, cfg, launched=True)
+        except BaseException:
+            server.stop()
+            raise
+        return server

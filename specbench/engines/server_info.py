@@ -1,0 +1,283 @@
+"""/server_info verification: is the server what the sweep asked for?
+
+SGLang resolves flags in ways a harness cannot see from the command line. It caps speculative
+servers at 48 running requests unless `--max-running-requests` is given, forces draft tokens to
+steps + 1 when topk is 1, and falls back *silently* from `--speculative-adaptive` to static
+steps (topk != 1, DP attention, two-batch overlap, PDMux, multi-layer EAGLE). `GET
+/server_info` returns the resolved values at the top level (the flags' names, with
+underscores) plus `internal_states[i]` per data-parallel rank; each mismatch becomes one line
+that names the flag and the fix. The simulated server serves the same shape, so these checks
+serve every engine; :func:`detect_mode` classifies an attached server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import ConfigError
+
+# SGLang accepts EAGLE3 case-insensitively and maps NEXTN to EAGLE; specbench asks for EAGLE3.
+_EAGLE_ALGORITHMS = ("EAGLE3",)
+
+@dataclass(frozen=True)
+class Expected:
+    """What one mode's server must have resolved to (compared with its /server_info).
+
+    `max_running_requests` is None when specbench did not launch the server (attach mode): then
+    only "at least the largest concurrency" is checked, not equality across modes.
+    `threshold` is the dynamic server's batch size from which drafting stops.
+    """
+
+    mode: str
+    speculative_num_steps: int
+    largest_concurrency: int
+    max_running_requests: int | None = None
+    threshold: int | None = None
+    speculative_eagle_topk: int = 1
+    speculative_num_draft_tokens: int | None = None  # None: steps + 1 (forced by topk 1)
+
+    @property
+    def draft_tokens(self) -> int:
+        if self.speculative_num_draft_tokens is not None:
+            return self.speculative_num_draft_tokens
+        return self.speculative_num_steps + 1
+
+
+def _algorithm(info: dict[str, Any]) -> str | None:
+    value = info.get("speculative_algorithm")
+    if value is None or str(value).strip().upper() in ("", "NONE"):
+        return None
+    return str(value).strip().upper()
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def detect_mode(info: dict[str, Any]) -> str:
+    """baseline | eagle3 | dynamic, from a server's /server_info (for --engine attach).
+
+    Raises ConfigError (one line) for speculative algorithms specbench does not compare.
+    """
+    algorithm = _algorithm(info)
+    if algorithm is None:
+        return "baseline"
+    if algorithm not in ("EAGLE", "EAGLE3"):
+        raise ConfigError(
+            f"the server runs speculative_algorithm={algorithm}; specbench compares EAGLE-3 "
+            "only, so attach a server launched with --speculative-algorithm EAGLE3"
+        )
+    return "dynamic" if _as_bool(info.get("speculative_adaptive")) else "eagle3"
+
+
+def effective_threshold(threshold: int, cuda_graph_bs: Sequence[int] | None) -> int:
+    """The batch size from which SGLang really routes to the zero-step slot.
+
+    SGLang 0.5.23 pads the batch size up to the next ``--cuda-graph-bs-decode`` entry before
+    it picks the adaptive slot, so with a capture list the switch happens at
+    ``max{c in list : c < T} + 1`` (or 1 if none). Without the flag it routes by the exact
+    batch size (reference §2 "Routing a batch to a slot").
+    """
+    if not cuda_graph_bs:
+        return threshold
+    sizes = sorted(set(cuda_graph_bs))
+    if threshold > sizes[-1]:
+        return threshold  # batches above the largest captured size are not padded
+    below = [c for c in sizes if c < threshold]
+    return below[-1] + 1 if below else 1
+
+
+def routing_from_adaptive_config(config: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(K, T) of a "K steps below T, zero from T on" adaptive JSON; None where it is not one.
+
+    K is the single candidate of the slots below T; T the smallest slot key from which every
+    slot has candidate_steps [0].
+    """
+    slots = sorted(
+        (int(key), list(entry.get("candidate_steps", [])))
+        for key, entry in config.items()
+        if key.isdigit() and isinstance(entry, dict)
+    )
+    threshold: int | None = None
+    for index, (key, _) in enumerate(slots):
+        if all(steps == [0] for _, steps in slots[index:]):
+            threshold = key if index > 0 else 1
+            break
+    below = {tuple(steps) for key, steps in slots if threshold is None or key < threshold}
+    steps_below = None
+    if len(below) == 1:
+        (only,) = below
+        if len(only) == 1:
+            steps_below = only[0]
+    return steps_below, threshold
+
+
+def _capacity(info: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(configured max_running_requests, effective capacity summed over DP ranks)."""
+    configured = _as_int(info.get("max_running_requests"))
+    states = info.get("internal_states")
+    effective: int | None = None
+    if isinstance(states, list):
+        per_rank = [
+            _as_int(s.get("effective_max_running_requests_per_dp"))
+            for s in states
+            if isinstance(s, dict)
+        ]
+        known = [v for v in per_rank if v is not None]
+        if known:
+            effective = sum(known)
+    return configured, effective
+
+
+def check_server_info(info: dict[str, Any], expected: Expected) -> list[str]:
+    """Problems found in /server_info, one line each: what the server has, the flag that fixes it.
+
+    An empty list means the server is what the sweep asked for.
+    """
+    problems: list[str] = []
+    mode = expected.mode
+    algorithm = _algorithm(info)
+    if mode == "baseline":
+        if algorithm is not None:
+            problems.append(
+                f"the baseline server runs speculative decoding (speculative_algorithm="
+                f"{algorithm}); launch it without --speculative-algorithm and the other "
+                "--speculative-* flags"
+            )
+    elif mode in ("eagle3", "dynamic"):
+        problems += _check_speculative(info, expected, algorithm)
+    else:
+        problems.append(f"unknown mode {mode!r}; use baseline, eagle3 or dynamic")
+    problems += _check_capacity(info, expected)
+    return problems
+
+
+def _check_speculative(
+    info: dict[str, Any], expected: Expected, algorithm: str | None
+) -> list[str]:
+    problems: list[str] = []
+    mode = expected.mode
+    if algorithm not in _EAGLE_ALGORITHMS:
+        problems.append(
+            f"the {mode} server reports speculative_algorithm={algorithm}, expected EAGLE3; "
+            "pass --speculative-algorithm EAGLE3 (or check that the URL/port is this server)"
+        )
+        return problems  # the step checks below would only repeat the same cause
+    checks = (
+        ("speculative_num_steps", expected.speculative_num_steps, "--speculative-num-steps"),
+        ("speculative_eagle_topk", expected.speculative_eagle_topk, "--speculative-eagle-topk"),
+        ("speculative_num_draft_tokens", expected.draft_tokens, "--speculative-num-draft-tokens"),
+    )
+    for key, want, flag in checks:
+        got = _as_int(info.get(key))
+        if got != want:
+            problems.append(
+                f"the {mode} server resolved {key}={info.get(key)}, expected {want}; pass "
+                f"{flag} {want} (and remove any extra argument that overrides it)"
+            )
+    adaptive = _as_bool(info.get("speculative_adaptive"))
+    if mode == "dynamic" and not adaptive:
+        problems.append(
+            "the dynamic server reports speculative_adaptive=false although "
+            "--speculative-adaptive was passed: SGLang fell back to static speculation "
+            "(it does so silently for topk != 1, DP attention, two-batch overlap, PDMux or "
+            "multi-layer EAGLE); find 'speculative_adaptive disabled: <reason>' in its log and "
+            "remove that setting"
+        )
+    if mode == "eagle3" and adaptive:
+        problems.append(
+            "the eagle3 server reports speculative_adaptive=true; launch it without "
+            "--speculative-adaptive so that it drafts at every batch size"
+        )
+    if mode == "dynamic" and adaptive and expected.threshold is not None:
+        problems += _check_threshold(info, expected)
+    return problems
+
+
+def _check_threshold(info: dict[str, Any], expected: Expected) -> list[str]:
+    assert expected.threshold is not None
+    problems: list[str] = []
+    threshold = expected.threshold
+    path = info.get("speculative_adaptive_config")
+    if not path:
+        problems.append(
+            "the dynamic server has no --speculative-adaptive-config, so it uses SGLang's "
+            "built-in slots (drafting varies up to batch size 64) instead of stopping at "
+            f"{threshold}; pass --speculative-adaptive-config with specbench's JSON"
+        )
+        return problems
+    config_path = Path(str(path))
+    if config_path.is_file():  # an attached server's path may be on another machine
+        try:
+            config = json.loads(config_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            config = None
+        if isinstance(config, dict):
+            steps, found = routing_from_adaptive_config(config)
+            want_steps = expected.speculative_num_steps
+            # with T = 1 no batch ever drafts, so the steps below T do not matter
+            if found != threshold or (threshold > 1 and steps != want_steps):
+                problems.append(
+                    f"the dynamic server's adaptive config {config_path} routes "
+                    f"{steps} steps below batch size {found}, expected {want_steps} below "
+                    f"{threshold}; write it with specbench threshold --write-adaptive-config"
+                )
+    graph_bs = info.get("cuda_graph_bs_decode")
+    if isinstance(graph_bs, list) and graph_bs:
+        sizes = [v for v in (_as_int(b) for b in graph_bs) if v is not None]
+        real = effective_threshold(threshold, sizes)
+        if real != threshold:
+            problems.append(
+                f"--cuda-graph-bs-decode pads batch sizes before SGLang picks the adaptive "
+                f"slot, so drafting stops from batch size {real}, not {threshold}; add "
+                f"{threshold - 1} to --cuda-graph-bs-decode or drop the flag"
+            )
+    return problems
+
+
+def _check_capacity(info: dict[str, Any], expected: Expected) -> list[str]:
+    problems: list[str] = []
+    configured, effective = _capacity(info)
+    largest = expected.largest_concurrency
+    want = expected.max_running_requests
+    if configured is None and effective is None:
+        return [
+            f"the {expected.mode} server's /server_info has no max_running_requests; pass "
+            f"--max-running-requests {want or largest} (is this an SGLang server?)"
+        ]
+    if want is not None and configured is not None and configured != want:
+        problems.append(
+            f"the {expected.mode} server resolved max_running_requests={configured}, expected "
+            f"{want} (equal in every mode for a fair comparison); pass "
+            f"--max-running-requests {want} and remove any extra argument that overrides it"
+        )
+    elif configured is not None and configured < largest:
+        problems.append(
+            f"the {expected.mode} server runs at most {configured} requests at once "
+            f"(max_running_requests={configured}) but the sweep goes up to {largest} concurrent "
+            f"users; pass --max-running-requests {largest} (SGLang caps speculative servers "
+            "at 48 when it is not given)"
+        )
+    memory_bound = configured is None or configured >= largest
+    if effective is not None and effective < largest and memory_bound:
+        problems.append(
+            f"the {expected.mode} server can hold only {effective} running requests "
+            f"(internal_states effective_max_running_requests_per_dp) although "
+            f"--max-running-requests is {configured}: the KV cache is too small for {largest} "
+            "concurrent users; raise --mem-fraction-static, add GPUs (--tp-size) or lower the "
+            "largest concurrency"
+        )
+    return problems

