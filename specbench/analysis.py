@@ -17,9 +17,8 @@ This is where a sweep becomes an answer. Per prompt set:
   Student t around the mean with the standard error of the repeats (n - 1 degrees of
   freedom; run-to-run spread is the noise that matters); with one repeat, a normal whose
   standard error comes from the point's 95 % bootstrap CI over requests
-  (``output_tok_s_ci_low/high``) or, in runs without those columns, from the per-request
-  ``window_tokens`` (the bootstrap standard error of a sum of n resampled requests is
-  sqrt(n) * std / window_s, so no resampling loop is needed). A seeded parametric bootstrap
+  (``output_tok_s_ci_low/high``; a point whose window held no request has none, and then no
+  spread). A seeded parametric bootstrap (:func:`specbench.stats.draw_curves`)
   then draws whole baseline and EAGLE-3 curves, applies the same crossing rule to each, and
   reports the 2.5-97.5 percentiles of c* (draws without a crossing count as the edge of the
   grid they fall off), the per-level ratio band, and the share of draws that agree with the
@@ -43,6 +42,8 @@ This is where a sweep becomes an answer. Per prompt set:
 
 :func:`analyze` returns what ``analysis.json`` holds (keys are strings, no NaN), so the
 in-memory result and the file read back by :func:`specbench.results.load_run` are the same.
+The crossing rule is :func:`specbench.stats.find_crossing`, which the regression gate calls too.
+:func:`point_means` is the per-level view of a run shared by the figures, report and notebook.
 """
 
 from __future__ import annotations
@@ -50,33 +51,39 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from specbench.config import ServerConfig
-from specbench.engines.argv import adaptive_config, write_adaptive_config
-from specbench.results import Run, write_json_atomic
+from specbench.engines.argv import adaptive_config  # the adaptive JSON's format, printed here
+from specbench.errors import UserError
+from specbench.results import Run
+from specbench.results.store import write_json
+from specbench.stats import (
+    OUTCOMES,
+    Crossing,
+    crossings,
+    draw_curves,
+    find_crossing,
+    finite_or_none,
+    se_from_ci95,
+)
 
 ANALYSIS_VERSION = 1
 ANALYSIS_FILE = "analysis.json"
 STATIC_MODES: tuple[str, str] = ("baseline", "eagle3")
-OUTCOMES: tuple[str, ...] = ("crossover", "eagle3_never_wins", "eagle3_always_wins")
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
 COMBINE_RULE = (
     "minimum over prompt sets: a server cannot tell workloads apart by batch size, and drafting "
     "above any set's crossover loses throughput on that set"
 )
-_Z95 = 1.959963984540054  # normal quantile of 0.975: turns a 95 % CI width into a standard error
-
-_CROSS, _NEVER, _ALWAYS = 0, 1, 2
-_OUTCOME_NAMES = {_CROSS: "crossover", _NEVER: "eagle3_never_wins", _ALWAYS: "eagle3_always_wins"}
+_TAIL_PCT = (1 - CONFIDENCE) / 2 * 100  # each side of a percentile interval
 
 
-class AnalysisError(ValueError):
+class AnalysisError(UserError, ValueError):
     """A run that cannot be analysed; the message is one line naming the cause and the fix."""
 
 
@@ -89,58 +96,22 @@ class LevelStats:
     se_tok_s: float  # standard error of mean_tok_s; 0 when nothing says how noisy it is
     df: int  # degrees of freedom of a Student t; 0 means normal
     n_repeats: int
-    method: str  # "repeats" | "ci_columns" | "window_tokens" | "none"
-
-
-@dataclass(frozen=True)
-class Crossing:
-    """Where r(c) crosses 1 in one curve."""
-
-    outcome: str
-    crossover_concurrency: float | None
-    bracket: tuple[int, int] | None  # the two levels around c*
-    confirmed: bool | None
-    n_crossings: int  # falls of r from >= 1 to < 1 along the grid
+    method: str  # "repeats" | "ci_columns" | "none"
 
 
 # ---------------------------------------------------------------------------------------------
 # per-level statistics
 
 
-def _as_float(value: Any) -> float:
-    """A number from a summary cell; NaN for missing or non-numeric cells."""
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
+def _level(value: Any) -> int:
+    """A concurrency level from a summary cell or group key (a CSV round trip makes it 8.0)."""
+    return int(float(value))
 
 
-def _finite(value: Any) -> bool:
-    return math.isfinite(_as_float(value))
-
-
-def _rows(summary: pd.DataFrame, mode: str, prompt_set: str) -> pd.DataFrame:
-    rows = summary[(summary["mode"] == mode) & (summary["prompt_set"] == prompt_set)]
-    tok_s = pd.to_numeric(rows["output_tok_s"], errors="coerce")
-    return rows[tok_s.notna()]
-
-
-def _window_tokens_se(run: Run, row: pd.Series) -> float | None:
-    try:
-        requests = run.requests(row["mode"], row["prompt_set"], int(row["concurrency"]),
-                                int(row["repeat"]))
-    except (OSError, ValueError):
-        return None
-    window_s = _as_float(row.get("window_s"))
-    if "window_tokens" not in requests.columns or not window_s > 0 or len(requests) < 2:
-        return None
-    tokens = pd.to_numeric(requests["window_tokens"], errors="coerce").dropna().to_numpy(float)
-    return float(math.sqrt(len(tokens)) * tokens.std() / window_s)
-
-
-def level_stats(run: Run, mode: str, prompt_set: str) -> dict[int, LevelStats]:
+def level_stats(summary: pd.DataFrame, mode: str, prompt_set: str) -> dict[int, LevelStats]:
     """Mean tok/s over repeats per concurrency, with the spread the bootstrap draws from."""
-    rows = _rows(run.summary, mode, prompt_set)
+    rows = summary[(summary["mode"] == mode) & (summary["prompt_set"] == prompt_set)]
+    rows = rows[pd.to_numeric(rows["output_tok_s"], errors="coerce").notna()]
     out: dict[int, LevelStats] = {}
     for c, group in rows.groupby("concurrency"):
         values = pd.to_numeric(group["output_tok_s"], errors="coerce").to_numpy(float)
@@ -150,16 +121,14 @@ def level_stats(run: Run, mode: str, prompt_set: str) -> dict[int, LevelStats]:
             se, df, method = float(values.std(ddof=1) / math.sqrt(n)), n - 1, "repeats"
         else:
             row = group.iloc[0]
-            lo = _as_float(row.get("output_tok_s_ci_low"))
-            hi = _as_float(row.get("output_tok_s_ci_high"))
-            if math.isfinite(lo) and math.isfinite(hi):
-                se, method = (hi - lo) / (2 * _Z95), "ci_columns"
-            elif (se_wt := _window_tokens_se(run, row)) is not None:
-                se, method = se_wt, "window_tokens"
+            lo = finite_or_none(row.get("output_tok_s_ci_low"))
+            hi = finite_or_none(row.get("output_tok_s_ci_high"))
+            if lo is not None and hi is not None:
+                se, method = se_from_ci95(lo, hi), "ci_columns"
             else:
                 se, method = 0.0, "none"
             df = 0
-        level = int(_as_float(c))
+        level = _level(c)
         out[level] = LevelStats(level, mean, max(se, 0.0), df, n, method)
     return out
 
@@ -173,51 +142,36 @@ def mean_by_level(
         return {}
     values = pd.to_numeric(rows[column], errors="coerce")
     means = values.groupby(rows["concurrency"]).mean()
-    return {int(_as_float(c)): float(v) for c, v in means.items() if _finite(v)}
+    return {_level(c): float(v) for c, v in means.items() if finite_or_none(v) is not None}
 
 
-# ---------------------------------------------------------------------------------------------
-# the crossing rule, vectorised over bootstrap draws
+def point_means(run: Run) -> pd.DataFrame:
+    """Summary rows averaged over repeats: one row per (mode, prompt set, concurrency).
 
-
-def _crossings(log2_c: np.ndarray, ratio: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Apply the crossing rule to each row of `ratio` (draws x levels).
-
-    Returns (outcome code, c* with draws off the grid put at its edge, bracket start index).
+    Adds n_repeats, flagged (any repeat raised a flag), and tok_s_band_low/high: min/max over
+    repeats when there are >= 2 (the run-to-run spread), else the point's 95 % bootstrap CI
+    when the run recorded it.
     """
-    n_levels = ratio.shape[1]
-    wins = ratio >= 1.0
-    any_win = wins.any(axis=1)
-    last_win = n_levels - 1 - np.argmax(wins[:, ::-1], axis=1)
-    outcome = np.full(ratio.shape[0], _CROSS)
-    outcome[~any_win] = _NEVER
-    outcome[any_win & (last_win == n_levels - 1)] = _ALWAYS
-    c_star = np.where(outcome == _NEVER, 2.0 ** log2_c[0], 2.0 ** log2_c[-1])
-    j = np.clip(last_win, 0, max(n_levels - 2, 0))
-    cross = outcome == _CROSS
-    if n_levels >= 2 and cross.any():
-        rows = np.nonzero(cross)[0]
-        r_hi, r_lo = ratio[rows, j[rows]], ratio[rows, j[rows] + 1]
-        frac = (r_hi - 1.0) / (r_hi - r_lo)  # r_hi >= 1 > r_lo, so the divisor is > 0
-        x = log2_c[j[rows]] + frac * (log2_c[j[rows] + 1] - log2_c[j[rows]])
-        c_star[rows] = 2.0 ** x
-    return outcome, c_star, j
-
-
-def find_crossing(levels: list[int], ratio: list[float]) -> Crossing:
-    """The crossing rule on one measured curve (levels ascending)."""
-    log2_c = np.log2(np.asarray(levels, dtype=float))
-    r = np.asarray(ratio, dtype=float)[None, :]
-    outcome, c_star, j = _crossings(log2_c, r)
-    n_crossings = int(np.sum((r[0, :-1] >= 1.0) & (r[0, 1:] < 1.0)))
-    code = int(outcome[0])
-    if code != _CROSS:
-        return Crossing(_OUTCOME_NAMES[code], None, None, None, n_crossings)
-    lo = int(j[0])
-    return Crossing(
-        "crossover", float(c_star[0]), (levels[lo], levels[lo + 1]),
-        lo + 2 < len(levels), n_crossings,
-    )
+    summary = run.summary.copy()
+    numeric = [c for c in summary.columns
+               if c not in ("mode", "prompt_set", "concurrency", "repeat", "flags")]
+    for col in numeric:
+        summary[col] = pd.to_numeric(summary[col], errors="coerce")
+    keys = ["mode", "prompt_set", "concurrency"]
+    grouped = summary.groupby(keys, sort=True)
+    means = grouped[numeric].mean()
+    tok_s = grouped["output_tok_s"]
+    means["n_repeats"] = grouped["repeat"].count()
+    means["flagged"] = (summary["flags"].astype(str).str.strip() != "").groupby(
+        [summary[k] for k in keys]).any()
+    means["tok_s_min"], means["tok_s_max"] = tok_s.min(), tok_s.max()
+    means = means.reset_index()
+    many = means["n_repeats"] >= 2
+    ci_low = means.get("output_tok_s_ci_low", pd.Series(np.nan, index=means.index))
+    ci_high = means.get("output_tok_s_ci_high", pd.Series(np.nan, index=means.index))
+    means["tok_s_band_low"] = np.where(many, means["tok_s_min"], ci_low)
+    means["tok_s_band_high"] = np.where(many, means["tok_s_max"], ci_high)
+    return means
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,16 +233,17 @@ def applied_threshold(run: Run, prompt_set: str | None = None) -> int | None:
     record = run.manifest.get("threshold")
     if prompt_set is not None and isinstance(record, dict):
         per_set = record.get("per_prompt_set") or {}
-        if isinstance(per_set, dict) and _finite(per_set.get(prompt_set)):
-            return int(_as_float(per_set[prompt_set]))
+        value = finite_or_none(per_set.get(prompt_set)) if isinstance(per_set, dict) else None
+        if value is not None:
+            return int(value)
     modes = run.manifest.get("modes") or {}
     dynamic = modes.get("dynamic") if isinstance(modes, dict) else None
     config = run.manifest.get("config") or {}
     for value in (dynamic.get("threshold") if isinstance(dynamic, dict) else None,
                   record.get("value") if isinstance(record, dict) else None,
                   config.get("threshold")):
-        if _finite(value):
-            return int(_as_float(value))
+        if (number := finite_or_none(value)) is not None:
+            return int(number)
     return None
 
 
@@ -348,7 +303,8 @@ def _envelope(
 # one prompt set
 
 
-def _fmt_c(value: float) -> str:
+def _c_words(value: float) -> str:
+    """A concurrency for a sentence: whole from 9.5 up, else one decimal without a trailing 0."""
     return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}".rstrip("0").rstrip(".")
 
 
@@ -358,8 +314,8 @@ def _claim(prompt_set: str, out: dict[str, Any], levels: list[int]) -> str:
     outcome = out["outcome"]
     if outcome == "crossover":
         lo, hi = out["interval"]
-        return (f"EAGLE-3 wins below {_fmt_c(out['crossover_concurrency'])} concurrent requests "
-                f"({prompt_set}; 95% interval {_fmt_c(lo)}–{_fmt_c(hi)})")
+        return (f"EAGLE-3 wins below {_c_words(out['crossover_concurrency'])} concurrent requests "
+                f"({prompt_set}; 95% interval {_c_words(lo)}–{_c_words(hi)})")
     if outcome == "eagle3_never_wins":
         return (f"EAGLE-3 never wins ({prompt_set}): the baseline is faster at every measured "
                 f"level ({grid} concurrent requests)")
@@ -384,39 +340,19 @@ def bootstrap_ratios(
     rng = np.random.default_rng(seed)
 
     def draw(stats: dict[int, LevelStats]) -> np.ndarray:
-        cols = []
-        for c in levels:
-            s = stats[c]
-            noise = (rng.standard_t(s.df, resamples) if s.df > 0
-                     else rng.standard_normal(resamples))
-            cols.append(s.mean_tok_s + s.se_tok_s * noise)
-        # A draw at or below zero is no throughput; clip so ratios stay finite.
-        return np.clip(np.column_stack(cols), 1e-9, None)
+        at = [stats[c] for c in levels]
+        return draw_curves([s.mean_tok_s for s in at], [s.se_tok_s for s in at],
+                           [s.df for s in at], rng, resamples)
 
     return draw(spec) / draw(base)
 
 
-def _flag_note(
-    summary: pd.DataFrame, prompt_set: str, deciding: list[int], what: str,
-) -> str | None:
-    """A note when the static points that decide the outcome carry measurement flags."""
-    rows = summary[(summary["prompt_set"] == prompt_set)
-                   & summary["mode"].isin(STATIC_MODES)
-                   & summary["concurrency"].isin(deciding)]
-    raised = [f"{r.mode} c={r.concurrency}: {r.flags}" for r in rows.itertuples()
-              if str(r.flags).strip()]
-    if not raised:
-        return None
-    return (f"{what} carry flags ({'; '.join(raised)}); check them (see the report's Flags "
-            "section) before trusting the outcome")
-
-
-def analyze_prompt_set(
-    run: Run, prompt_set: str, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
-) -> dict[str, Any]:
-    """Outcome, c*, interval, threshold, ratio and envelope efficiency for one prompt set."""
-    base = level_stats(run, "baseline", prompt_set)
-    spec = level_stats(run, "eagle3", prompt_set)
+def _static_levels(
+    run: Run, prompt_set: str, notes: list[str],
+) -> tuple[dict[int, LevelStats], dict[int, LevelStats], list[int]]:
+    """Both static modes' statistics and the levels they share where the baseline made tokens."""
+    base = level_stats(run.summary, "baseline", prompt_set)
+    spec = level_stats(run.summary, "eagle3", prompt_set)
     for mode, stats in (("baseline", base), ("eagle3", spec)):
         if not stats:
             raise AnalysisError(
@@ -429,7 +365,6 @@ def analyze_prompt_set(
             f"prompt set {prompt_set!r}: baseline and eagle3 share no concurrency level in "
             f"{run.path}; measure both modes at the same levels (`--resume` fills missing points)"
         )
-    notes: list[str] = []
     dropped = [c for c in levels if base[c].mean_tok_s <= 0]
     if dropped:
         notes.append(f"levels with zero baseline throughput left out: {dropped}")
@@ -439,71 +374,82 @@ def analyze_prompt_set(
                 f"prompt set {prompt_set!r}: the baseline produced no tokens at any level; "
                 "check the baseline server log in servers/baseline.log"
             )
-    ratio = [spec[c].mean_tok_s / base[c].mean_tok_s for c in levels]
-    crossing = find_crossing(levels, ratio)
+    return base, spec, levels
 
-    ratio_draws = bootstrap_ratios(levels, base, spec, seed=seed, resamples=resamples)
-    log2_c = np.log2(np.asarray(levels, dtype=float))
-    boot_outcome, boot_c, _ = _crossings(log2_c, ratio_draws)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    code = OUTCOMES.index(crossing.outcome)
-    support = float(np.mean(boot_outcome == code))
-    methods = sorted({s.method for s in (*base.values(), *spec.values())
-                      if s.concurrency in levels})
 
-    batch, over = _batch_sizes(run.summary, prompt_set, levels)
-    if over:
-        notes.append(
-            f"the server reported more running requests than there were users at c={over}; "
-            "batch sizes were capped at c (check the server's running-requests metric)"
-        )
-    out: dict[str, Any] = {"outcome": crossing.outcome, "crossover_concurrency": None,
-                           "interval": None, "confirmed": crossing.confirmed}
-    if crossing.outcome == "crossover":
-        assert crossing.crossover_concurrency is not None and crossing.bracket is not None
-        c_star = crossing.crossover_concurrency
-        lo, hi = (float(v) for v in np.percentile(boot_c, [tail, 100 - tail]))
-        # Percentile intervals can miss a skewed point estimate; widen rather than exclude it.
-        lo, hi = min(lo, c_star), max(hi, c_star)
-        b_star = _batch_at(levels, batch, c_star)
-        threshold = _threshold_from_batch(b_star)
-        out.update(
-            crossover_concurrency=round(c_star, 2),
-            interval=[round(lo, 2), round(hi, 2)],
-            crossover_batch_size=round(b_star, 2),
-            threshold_interval=[_threshold_from_batch(_batch_at(levels, batch, lo)),
-                                _threshold_from_batch(_batch_at(levels, batch, hi))],
-        )
-        if hi >= levels[-1] or lo <= levels[0]:
-            notes.append(
-                "the interval reaches the edge of the measured grid, so the crossing may lie "
-                "outside it; add levels beyond the edge or repeats (--repeats 3)"
-            )
-        if crossing.n_crossings > 1:
-            notes.append(
-                f"r(c) crosses 1 from above {crossing.n_crossings} times; the last crossing "
-                f"(c={crossing.bracket[0]}→{crossing.bracket[1]}), after which EAGLE-3 stays "
-                "behind, is used"
-            )
-        if not crossing.confirmed:
-            notes.append(
-                f"the crossing lies between the two highest levels ({crossing.bracket[0]} and "
-                f"{crossing.bracket[1]}), so no further level confirms it; add a higher level"
-            )
-        deciding, what = list(crossing.bracket), "the points bracketing the crossover"
-    elif crossing.outcome == "eagle3_never_wins":
-        threshold = 1
-        deciding, what = [levels[0]], "the lowest-load points, where EAGLE-3 should win most,"
-    else:
-        threshold = levels[-1] + 1
-        deciding, what = [levels[-1]], "the highest-load points, where the baseline should win,"
+@dataclass(frozen=True)
+class _Outcome:
+    """What the outcome of one prompt set sets: its threshold and the points that decide it."""
+
+    fields: dict[str, Any]  # keys of analysis.json only a crossover has
+    threshold: int
+    deciding: list[int]  # levels whose flags would put the outcome in doubt
+    what: str  # those points, in words
+
+
+def _outcome(
+    crossing: Crossing, boot_c: np.ndarray, levels: list[int], batch: list[float],
+    ratio: list[float], notes: list[str],
+) -> _Outcome:
+    """Threshold, interval (for a crossover) and the notes that belong to the outcome."""
+    if crossing.outcome == "eagle3_never_wins":
+        return _Outcome({}, 1, [levels[0]],
+                        "the lowest-load points, where EAGLE-3 should win most,")
+    if crossing.outcome == "eagle3_always_wins":
         if min(ratio) < 1.0:
             below = [c for c, r in zip(levels, ratio, strict=True) if r < 1.0]
             notes.append(f"r(c) dips below 1 at c={below} but EAGLE-3 is ahead again at the top "
                          "level; treated as noise, no switch-off")
-    flag_note = _flag_note(run.summary, prompt_set, deciding, what)
-    if flag_note:
-        notes.append(flag_note)
+        return _Outcome({}, levels[-1] + 1, [levels[-1]],
+                        "the highest-load points, where the baseline should win,")
+    assert crossing.crossover_concurrency is not None and crossing.bracket is not None
+    c_star = crossing.crossover_concurrency
+    lo, hi = (float(v) for v in np.percentile(boot_c, [_TAIL_PCT, 100 - _TAIL_PCT]))
+    # Percentile intervals can miss a skewed point estimate; widen rather than exclude it.
+    lo, hi = min(lo, c_star), max(hi, c_star)
+    b_star = _batch_at(levels, batch, c_star)
+    fields = {
+        "crossover_concurrency": round(c_star, 2),
+        "interval": [round(lo, 2), round(hi, 2)],
+        "crossover_batch_size": round(b_star, 2),
+        "threshold_interval": [_threshold_from_batch(_batch_at(levels, batch, lo)),
+                               _threshold_from_batch(_batch_at(levels, batch, hi))],
+    }
+    if hi >= levels[-1] or lo <= levels[0]:
+        notes.append(
+            "the interval reaches the edge of the measured grid, so the crossing may lie "
+            "outside it; add levels beyond the edge or repeats (--repeats 3)"
+        )
+    low_c, high_c = crossing.bracket
+    if crossing.n_crossings > 1:
+        notes.append(
+            f"r(c) crosses 1 from above {crossing.n_crossings} times; the last crossing "
+            f"(c={low_c}→{high_c}), after which EAGLE-3 stays behind, is used"
+        )
+    if not crossing.confirmed:
+        notes.append(
+            f"the crossing lies between the two highest levels ({low_c} and "
+            f"{high_c}), so no further level confirms it; add a higher level"
+        )
+    return _Outcome(fields, _threshold_from_batch(b_star), [low_c, high_c],
+                    "the points bracketing the crossover")
+
+
+def _reliability_notes(
+    summary: pd.DataFrame, prompt_set: str, decided: _Outcome, levels: list[int],
+    methods: list[str], support: float,
+) -> list[str]:
+    """Notes on how far the outcome can be trusted: flags, a single level, no spread, support."""
+    notes = []
+    # Flags on the static points that decide the outcome.
+    rows = summary[(summary["prompt_set"] == prompt_set)
+                   & summary["mode"].isin(STATIC_MODES)
+                   & summary["concurrency"].isin(decided.deciding)]
+    raised = [f"{r.mode} c={r.concurrency}: {r.flags}" for r in rows.itertuples()
+              if str(r.flags).strip()]
+    if raised:
+        notes.append(f"{decided.what} carry flags ({'; '.join(raised)}); check them (see the "
+                     "report's Flags section) before trusting the outcome")
     if len(levels) == 1:
         notes.append(
             f"only one concurrency level (c={levels[0]}) was measured in both modes, so the "
@@ -514,13 +460,39 @@ def analyze_prompt_set(
     if support < 0.8:
         notes.append(f"only {support:.0%} of bootstrap curves agree with this outcome; "
                      "add repeats (--repeats 3) or lengthen the window")
+    return notes
 
-    ratio_band = np.percentile(ratio_draws, [tail, 100 - tail], axis=0)
+
+def analyze_prompt_set(
+    run: Run, prompt_set: str, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+) -> dict[str, Any]:
+    """Outcome, c*, interval, threshold, ratio and envelope efficiency for one prompt set."""
+    notes: list[str] = []
+    base, spec, levels = _static_levels(run, prompt_set, notes)
+    ratio = [spec[c].mean_tok_s / base[c].mean_tok_s for c in levels]
+    crossing = find_crossing(levels, ratio)
+    ratio_draws = bootstrap_ratios(levels, base, spec, seed=seed, resamples=resamples)
+    boot_outcome, boot_c, _ = crossings(np.log2(np.asarray(levels, dtype=float)), ratio_draws)
+    support = float(np.mean(boot_outcome == OUTCOMES.index(crossing.outcome)))
+    methods = sorted({s.method for s in (*base.values(), *spec.values())
+                      if s.concurrency in levels})
+    batch, over = _batch_sizes(run.summary, prompt_set, levels)
+    if over:
+        notes.append(
+            f"the server reported more running requests than there were users at c={over}; "
+            "batch sizes were capped at c (check the server's running-requests metric)"
+        )
+    out: dict[str, Any] = {"outcome": crossing.outcome, "crossover_concurrency": None,
+                           "interval": None, "confirmed": crossing.confirmed}
+    decided = _outcome(crossing, boot_c, levels, batch, ratio, notes)
+    out.update(decided.fields)
+    notes += _reliability_notes(run.summary, prompt_set, decided, levels, methods, support)
+    ratio_band = np.percentile(ratio_draws, [_TAIL_PCT, 100 - _TAIL_PCT], axis=0)
     envelope, interpolated, outside = _envelope(run.summary, prompt_set, levels, base, spec)
     if outside:
         notes.append(f"dynamic levels outside the static grid have no envelope value: {outside}")
     out.update(
-        threshold_batch_size=int(threshold),
+        threshold_batch_size=decided.threshold,
         outcome_support=round(support, 3),
         interval_method=methods,
         levels=levels,
@@ -536,7 +508,7 @@ def analyze_prompt_set(
         notes=notes,
     )
     out["claim"] = _claim(prompt_set, out, levels)
-    out["sentence"] = f"{out['claim']}; {_advice(int(threshold), levels[-1])}"
+    out["sentence"] = f"{out['claim']}; {_advice(decided.threshold, levels[-1])}"
     return out
 
 
@@ -580,7 +552,7 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
 def write_analysis(run: Run, *, seed: int = 0) -> dict[str, Any]:
     """Analyse the run and write <run>/analysis.json atomically; returns what was written."""
     result = analyze(run, seed=seed)
-    write_json_atomic(run.path / ANALYSIS_FILE, result)
+    write_json(run.path / ANALYSIS_FILE, result)
     run.analysis = result
     return result
 
@@ -588,14 +560,8 @@ def write_analysis(run: Run, *, seed: int = 0) -> dict[str, Any]:
 def speculative_num_steps(run: Run) -> int:
     """K of the run's EAGLE-3 server (from the manifest's config)."""
     server = (run.manifest.get("config") or {}).get("server") or {}
-    steps = _as_float(server.get("speculative_num_steps"))
-    return int(steps) if math.isfinite(steps) else ServerConfig().speculative_num_steps
-
-
-def write_threshold_config(run: Run, path: Path, analysis: dict[str, Any] | None = None) -> Path:
-    """Write SGLang's adaptive JSON (``--speculative-adaptive-config``) for the recommendation."""
-    result = analysis if analysis is not None else _stored_or_fresh(run)
-    return write_adaptive_config(path, speculative_num_steps(run), result["recommended_threshold"])
+    steps = finite_or_none(server.get("speculative_num_steps"))
+    return int(steps) if steps is not None else ServerConfig().speculative_num_steps
 
 
 def threshold_summary(run: Run, analysis: dict[str, Any] | None = None) -> str:

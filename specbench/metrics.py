@@ -34,6 +34,7 @@ reported beside it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -42,6 +43,7 @@ import pandas as pd
 
 from specbench.load.protocols import ERROR_CLASSES
 from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
+from specbench.stats import bootstrap_rate_ci
 
 NAN = float("nan")
 
@@ -61,8 +63,6 @@ SERVER_TOLERANCE = 0.10
 SERVER_SLACK_TOKENS_PER_USER = 4
 RUNNING_FRACTION_MIN = 0.80
 MIN_REQUESTS = 5
-BOOTSTRAP_RESAMPLES = 1000
-BOOTSTRAP_SEED = 0
 
 GEN_TOKENS = "sglang:generation_tokens_total"  # SGLang counts a request's tokens as it finishes
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
@@ -251,23 +251,6 @@ def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else NAN
 
 
-def bootstrap_rate_ci(tokens: np.ndarray, window_s: float, resamples: int = BOOTSTRAP_RESAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of sum(tokens)/window_s, resampling requests."""
-    n = len(tokens)
-    if n == 0 or window_s <= 0:
-        return NAN, NAN
-    rng = np.random.default_rng(seed)
-    totals = np.empty(resamples)
-    batch = max(1, min(resamples, 2_000_000 // n))  # bound memory at ~16 MB of indices
-    for lo in range(0, resamples, batch):
-        hi = min(resamples, lo + batch)
-        idx = rng.integers(0, n, size=(hi - lo, n))
-        totals[lo:hi] = tokens[idx].sum(axis=1)
-    low, high = np.percentile(totals / window_s, [2.5, 97.5])
-    return float(low), float(high)
-
-
 def _delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, name: str) -> float:
     if before is None or after is None:
         return NAN
@@ -288,15 +271,46 @@ def _within(value: float, reference: float, tolerance: float, slack: float) -> b
     return abs(value - reference) <= tolerance * abs(reference) + slack
 
 
-def summarize_point(result: PointResult, time_scale: float, max_running_requests: int | None,
-                    error_budget: float) -> dict[str, Any]:
-    """The summary row of one point (model time; see the module docstring for definitions)."""
+@dataclass(frozen=True)
+class _ServerView:
+    """The server's own counts over the window, from /metrics deltas (NaN where not reported)."""
+
+    scrape_s: float  # model seconds between the two scrapes
+    emitted: float  # simulator: tokens counted as they are emitted
+    finished_tokens: float  # SGLang: tokens of the requests that finished in between
+    verify_calls: float
+    running_s: float  # simulator: integral of running requests over model time
+    queued: float  # most requests waiting in the queue at either scrape
+
+    @property
+    def tokens(self) -> float:
+        # Tokens counted as emitted compare exactly with the window; SGLang's own counter moves
+        # only when a request finishes, which is the best a real server offers.
+        return self.emitted if math.isfinite(self.emitted) else self.finished_tokens
+
+
+def _server_view(result: PointResult, time_scale: float) -> _ServerView:
+    before, after = result.metrics_before, result.metrics_after
+    scrape_s = _delta(before, after, MODEL_SECONDS)
+    if not math.isfinite(scrape_s):
+        scrape_s = (after.t - before.t) * time_scale if before and after else NAN
+    return _ServerView(
+        scrape_s=scrape_s,
+        emitted=_delta(before, after, EMITTED_TOKENS),
+        finished_tokens=_delta(before, after, GEN_TOKENS),
+        verify_calls=_delta(before, after, VERIFY_CALLS),
+        running_s=_delta(before, after, RUNNING_SECONDS),
+        queued=max((s.values.get(QUEUE_REQS, 0.0) for s in (before, after) if s), default=0.0),
+    )
+
+
+def _summary_row(result: PointResult, time_scale: float, server: _ServerView) -> dict[str, Any]:
+    """Every column of the summary row except ``flags``."""
     start, end = result.window_start, result.window_end
     records = result.records
     wall_s = end - start
     window_s = wall_s * time_scale
     ms = time_scale * 1000.0
-    c = result.concurrency
 
     wtok = np.array([window_tokens(r.chunk_t, r.chunk_tokens, start, end) for r in records])
     total_tokens = float(wtok.sum()) if len(wtok) else 0.0
@@ -304,7 +318,7 @@ def summarize_point(result: PointResult, time_scale: float, max_running_requests
 
     done = [r for r in records if _finished_in_window(r, start, end)]
     errors = [r for r in records if r.status == "error" and start < r.t_end <= end]
-    n_requests, n_errors = len(done), len(errors)
+    n_requests = len(done)
     ttft = np.array([(r.t_first_token - r.t_send) * ms for r in done
                      if r.t_first_token is not None])
     e2e = np.array([(r.t_end - r.t_send) * ms for r in done])
@@ -321,24 +335,10 @@ def summarize_point(result: PointResult, time_scale: float, max_running_requests
     accept_length = _ratio(float(sum(r.completion_tokens for r in spec)),
                            float(sum(r.spec_verify_ct or 0 for r in spec)))
 
-    before, after = result.metrics_before, result.metrics_after
-    scrape_s = _delta(before, after, MODEL_SECONDS)
-    if not math.isfinite(scrape_s):
-        scrape_s = (after.t - before.t) * time_scale if before and after else NAN
-    emitted = _delta(before, after, EMITTED_TOKENS)
-    finished_tokens = _delta(before, after, GEN_TOKENS)
-    # Tokens counted as emitted compare exactly with the window; SGLang's own counter moves
-    # only when a request finishes, which is the best a real server offers.
-    server_tokens = emitted if math.isfinite(emitted) else finished_tokens
-    server_output_tok_s = _ratio(server_tokens, scrape_s)
-    server_accept_length = _ratio(finished_tokens, _delta(before, after, VERIFY_CALLS))
-    server_running = _ratio(_delta(before, after, RUNNING_SECONDS), scrape_s)
-    queued = max((s.values.get(QUEUE_REQS, 0.0) for s in (before, after) if s), default=0.0)
-
     lo, hi = bootstrap_rate_ci(wtok, window_s)
-    row: dict[str, Any] = {
+    return {
         "n_requests": n_requests,
-        "n_errors": n_errors,
+        "n_errors": len(errors),
         "window_s": window_s,
         "output_tok_s": output_tok_s,
         "requests_per_s": _ratio(float(n_requests), window_s),
@@ -346,12 +346,12 @@ def summarize_point(result: PointResult, time_scale: float, max_running_requests
         "itl_ms_p50": _pct(itl, 50), "itl_ms_p90": _pct(itl, 90), "itl_ms_p99": _pct(itl, 99),
         "tpot_ms_p50": _pct(tpot, 50),
         "e2e_ms_p50": _pct(e2e, 50), "e2e_ms_p90": _pct(e2e, 90), "e2e_ms_p99": _pct(e2e, 99),
-        "per_user_tok_s": _ratio(output_tok_s, float(c)),
+        "per_user_tok_s": _ratio(output_tok_s, float(result.concurrency)),
         "accept_length": accept_length,
         "tokens_per_chunk": _ratio(float(done_tokens), float(bearing_chunks)),
-        "server_output_tok_s": server_output_tok_s,
-        "server_accept_length": server_accept_length,
-        "server_running_reqs_mean": server_running,
+        "server_output_tok_s": _ratio(server.tokens, server.scrape_s),
+        "server_accept_length": _ratio(server.finished_tokens, server.verify_calls),
+        "server_running_reqs_mean": _ratio(server.running_s, server.scrape_s),
         "client_cpu_frac": _ratio(result.client_cpu_s, wall_s),
         "loop_lag_ms_p50": result.loop_lag_ms.get("p50", NAN),
         "loop_lag_ms_p99": result.loop_lag_ms.get("p99", NAN),
@@ -367,45 +367,71 @@ def summarize_point(result: PointResult, time_scale: float, max_running_requests
         "server_gone": result.server_gone,
     }
 
-    flags: list[Flag] = []
+
+def _client_bound(row: dict[str, Any], time_scale: float) -> bool:
     itl_wall_ms = row["itl_ms_p50"] / time_scale
     lag_limit_ms = LOOP_LAG_FLOOR_MS
     if math.isfinite(itl_wall_ms):
         lag_limit_ms = max(lag_limit_ms, itl_wall_ms)
     # NaN (no lag samples) gives 0 here, and NaN comparisons below are False: no evidence.
     backlog_ms = max(0.0, row["loop_lag_ms_p99"] - LAG_GRANULARITY_MS)
-    edge_error = _ratio(2.0 * backlog_ms / 1000.0, wall_s)
-    if (row["client_cpu_frac"] >= CLIENT_CPU_FRAC_MAX
-            or row["loop_lag_ms_p50"] > lag_limit_ms
-            or edge_error > EDGE_ERROR_MAX):
+    edge_error = _ratio(2.0 * backlog_ms / 1000.0, row["window_wall_s"])
+    return bool(row["client_cpu_frac"] >= CLIENT_CPU_FRAC_MAX
+                or row["loop_lag_ms_p50"] > lag_limit_ms
+                or edge_error > EDGE_ERROR_MAX)
+
+
+def _server_disagrees(result: PointResult, server: _ServerView) -> bool:
+    before, after = result.metrics_before, result.metrics_after
+    if before is None or after is None or not math.isfinite(server.tokens):
+        return False
+    records = result.records
+    # Same interval on both sides: the client's tokens between the two scrapes.
+    seen = sum(window_tokens(r.chunk_t, r.chunk_tokens, before.t, after.t) for r in records)
+    slack = float(SERVER_SLACK_TOKENS_PER_USER * result.concurrency)
+    if math.isfinite(server.emitted):
+        return not _within(server.emitted, seen, SERVER_TOLERANCE, slack)
+    # SGLang's counter moves when a request finishes: compare with the requests that finished
+    # between the scrapes; with hardly any there is nothing to compare (too_few_requests says
+    # so).
+    ended = [r for r in records if r.status == "ok" and before.t < r.t_end <= after.t]
+    return not (len(ended) < MIN_REQUESTS or _within(
+        server.finished_tokens, float(sum(r.completion_tokens for r in ended)),
+        SERVER_TOLERANCE, slack))
+
+
+def _flags(
+    result: PointResult, row: dict[str, Any], server: _ServerView, time_scale: float,
+    max_running_requests: int | None, error_budget: float,
+) -> list[Flag]:
+    """The self-check rules (thresholds at the top of this module); each flag's advice says why."""
+    c = result.concurrency
+    flags: list[Flag] = []
+    if _client_bound(row, time_scale):
         flags.append(Flag.CLIENT_BOUND)
-    if before is not None and after is not None and math.isfinite(server_tokens):
-        # Same interval on both sides: the client's tokens between the two scrapes.
-        seen = sum(window_tokens(r.chunk_t, r.chunk_tokens, before.t, after.t) for r in records)
-        slack = float(SERVER_SLACK_TOKENS_PER_USER * c)
-        if math.isfinite(emitted):
-            agrees = _within(emitted, seen, SERVER_TOLERANCE, slack)
-        else:
-            # SGLang's counter moves when a request finishes: compare with the requests that
-            # finished between the scrapes; with hardly any there is nothing to compare
-            # (too_few_requests says so).
-            ended = [r for r in records if r.status == "ok" and before.t < r.t_end <= after.t]
-            agrees = (len(ended) < MIN_REQUESTS or _within(
-                finished_tokens, float(sum(r.completion_tokens for r in ended)),
-                SERVER_TOLERANCE, slack))
-        if not agrees:
-            flags.append(Flag.SERVER_DISAGREES)
+    if _server_disagrees(result, server):
+        flags.append(Flag.SERVER_DISAGREES)
     if (max_running_requests is not None and c > max_running_requests) or (
-            queued > 0 and server_running < RUNNING_FRACTION_MIN * c):
+            server.queued > 0 and row["server_running_reqs_mean"] < RUNNING_FRACTION_MIN * c):
         flags.append(Flag.CAPPED_BY_SERVER)
     if any(r.token_mismatch or (r.status == "ok" and (
             r.completion_tokens > r.max_tokens
             or (r.finish_reason == "length" and r.completion_tokens != r.max_tokens)))
-           for r in records):
+           for r in result.records):
         flags.append(Flag.TOKEN_MISMATCH)
+    n_requests, n_errors = row["n_requests"], row["n_errors"]
     if n_errors > error_budget * (n_requests + n_errors):
         flags.append(Flag.ERROR_BUDGET)
     if n_requests < MIN_REQUESTS:
         flags.append(Flag.TOO_FEW_REQUESTS)
+    return flags
+
+
+def summarize_point(result: PointResult, time_scale: float, max_running_requests: int | None,
+                    error_budget: float) -> dict[str, Any]:
+    """The summary row of one point (model time; see the module docstring for definitions)."""
+    server = _server_view(result, time_scale)
+    row = _summary_row(result, time_scale, server)
+    flags = _flags(result, row, server, time_scale, max_running_requests, error_budget)
     row["flags"] = ";".join(f.value for f in flags)
     return row

@@ -10,6 +10,7 @@ rather than what is plotted.
 
 from __future__ import annotations
 
+import io
 import math
 import textwrap
 from collections.abc import Callable
@@ -23,8 +24,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from specbench.analysis import AnalysisError, current_analysis
+from specbench.analysis import AnalysisError, current_analysis, point_means
 from specbench.results import Run
+from specbench.results.store import atomic_write
 
 # Colour-blind-safe (Okabe-Ito); the same colour for a mode in every figure.
 MODE_COLORS: dict[str, str] = {"baseline": "#0072B2", "eagle3": "#D55E00", "dynamic": "#009E73"}
@@ -39,35 +41,6 @@ MODE_STYLES: dict[str, dict[str, Any]] = {
 }
 FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope")
 _PANEL_W, _PANEL_H = 5.2, 3.8
-
-
-def point_means(run: Run) -> pd.DataFrame:
-    """Summary rows averaged over repeats: one row per (mode, prompt set, concurrency).
-
-    Adds n_repeats, flagged (any repeat raised a flag), and tok_s_band_low/high: min/max over
-    repeats when there are >= 2 (the run-to-run spread), else the point's 95 % bootstrap CI
-    when the run recorded it.
-    """
-    summary = run.summary.copy()
-    numeric = [c for c in summary.columns
-               if c not in ("mode", "prompt_set", "concurrency", "repeat", "flags")]
-    for col in numeric:
-        summary[col] = pd.to_numeric(summary[col], errors="coerce")
-    keys = ["mode", "prompt_set", "concurrency"]
-    grouped = summary.groupby(keys, sort=True)
-    means = grouped[numeric].mean()
-    tok_s = grouped["output_tok_s"]
-    means["n_repeats"] = grouped["repeat"].count()
-    means["flagged"] = (summary["flags"].astype(str).str.strip() != "").groupby(
-        [summary[k] for k in keys]).any()
-    means["tok_s_min"], means["tok_s_max"] = tok_s.min(), tok_s.max()
-    means = means.reset_index()
-    many = means["n_repeats"] >= 2
-    ci_low = means.get("output_tok_s_ci_low", pd.Series(np.nan, index=means.index))
-    ci_high = means.get("output_tok_s_ci_high", pd.Series(np.nan, index=means.index))
-    means["tok_s_band_low"] = np.where(many, means["tok_s_min"], ci_low)
-    means["tok_s_band_high"] = np.where(many, means["tok_s_max"], ci_high)
-    return means
 
 
 def _log2_axis(ax: Axes, levels: list[int]) -> None:
@@ -106,12 +79,14 @@ def _title(ax: Axes, text: str) -> None:
     ax.set_title(textwrap.fill(text, width=58), fontsize=10)
 
 
-def _rows(means: pd.DataFrame, mode: str, prompt_set: str) -> pd.DataFrame:
+def _curve(means: pd.DataFrame, mode: str, prompt_set: str) -> pd.DataFrame:
+    """One mode's points of one prompt set, in concurrency order."""
     return means[(means["mode"] == mode) & (means["prompt_set"] == prompt_set)].sort_values(
         "concurrency")
 
 
-def _fmt_c(value: float) -> str:
+def _c_label(value: float) -> str:
+    """A concurrency for a figure: whole from 9.5 up, else always one decimal (3.0, not 3)."""
     return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}"
 
 
@@ -119,7 +94,7 @@ def headline(set_result: dict[str, Any]) -> str:
     """A few words for one prompt set's outcome."""
     outcome = set_result["outcome"]
     if outcome == "crossover":
-        return f"EAGLE-3 faster below c≈{_fmt_c(set_result['crossover_concurrency'])}"
+        return f"EAGLE-3 faster below c≈{_c_label(set_result['crossover_concurrency'])}"
     if outcome == "eagle3_never_wins":
         return "baseline faster at every level"
     return "EAGLE-3 faster at every level"
@@ -131,8 +106,8 @@ def _mark_crossover(ax: Axes, set_result: dict[str, Any] | None, *, threshold: b
     c_star = set_result["crossover_concurrency"]
     lo, hi = set_result["interval"]
     ax.axvspan(lo, hi, color="0.5", alpha=0.15, lw=0,
-               label=f"crossover 95% interval {_fmt_c(lo)}–{_fmt_c(hi)}")
-    ax.axvline(c_star, color="0.3", lw=1.2, label=f"crossover c*≈{_fmt_c(c_star)}")
+               label=f"crossover 95% interval {_c_label(lo)}–{_c_label(hi)}")
+    ax.axvline(c_star, color="0.3", lw=1.2, label=f"crossover c*≈{_c_label(c_star)}")
     if threshold:
         t = set_result["threshold_batch_size"]
         ax.axvline(t, color="black", lw=1.0, ls="-.", label=f"threshold T={t} (batch size)")
@@ -158,7 +133,7 @@ def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
     fig, axes = _panels(1, len(sets), title)
     for ax, prompt_set in zip(axes[0], sets, strict=True):
         for mode in MODE_ORDER:
-            rows = _rows(means, mode, prompt_set)
+            rows = _curve(means, mode, prompt_set)
             if rows.empty:
                 continue
             color = MODE_COLORS[mode]
@@ -215,7 +190,7 @@ def acceptance_figure(run: Run) -> Figure | None:
     sets = run.prompt_sets
     changes = []
     for prompt_set in sets:
-        rows = _rows(spec, "eagle3", prompt_set)
+        rows = _curve(spec, "eagle3", prompt_set)
         if len(rows) >= 2:
             first, last = rows["accept_length"].iloc[0], rows["accept_length"].iloc[-1]
             changes.append(f"{prompt_set} {first:.2f}→{last:.2f} ({(last / first - 1):+.0%})")
@@ -224,7 +199,7 @@ def acceptance_figure(run: Run) -> Figure | None:
     fig, axes = _panels(1, len(sets), title)
     for ax, prompt_set in zip(axes[0], sets, strict=True):
         for mode in ("eagle3", "dynamic"):
-            rows = _rows(spec, mode, prompt_set)
+            rows = _curve(spec, mode, prompt_set)
             if not rows.empty:
                 ax.plot(rows["concurrency"], rows["accept_length"], marker="o", ms=4,
                         color=MODE_COLORS[mode], label=MODE_LABELS[mode], **MODE_STYLES[mode])
@@ -237,8 +212,8 @@ def acceptance_figure(run: Run) -> Figure | None:
 
 
 def _latency_change(means: pd.DataFrame, prompt_set: str, column: str) -> str | None:
-    base = _rows(means, "baseline", prompt_set).set_index("concurrency")[column]
-    spec = _rows(means, "eagle3", prompt_set).set_index("concurrency")[column]
+    base = _curve(means, "baseline", prompt_set).set_index("concurrency")[column]
+    spec = _curve(means, "eagle3", prompt_set).set_index("concurrency")[column]
     common = sorted(set(base.dropna().index) & set(spec.dropna().index))
     if not common or not base[common[0]] > 0:
         return None
@@ -263,7 +238,7 @@ def latency_figure(run: Run) -> Figure:
         for row, (prefix, label) in enumerate(metrics):
             ax = axes[row, col]
             for mode in MODE_ORDER:
-                rows = _rows(means, mode, prompt_set)
+                rows = _curve(means, mode, prompt_set)
                 if rows.empty:
                     continue
                 for pct, style in (("p50", "-"), ("p99", "--")):
@@ -352,12 +327,10 @@ def plot_run(
     written: list[Path] = []
     for name, fig in figures(run, result).items():
         for ext in ("png", "svg"):
-            path = target / f"{name}.{ext}"
-            tmp = target / f".{name}.tmp.{ext}"
             # No date in the SVG, so identical runs give identical files.
             meta = {"Date": None} if ext == "svg" else {}
-            fig.savefig(tmp, dpi=110, metadata=meta)
-            tmp.replace(path)
-            written.append(path)
+            image = io.BytesIO()
+            fig.savefig(image, format=ext, dpi=110, metadata=meta)
+            written.append(atomic_write(target / f"{name}.{ext}", image.getvalue()))
     return written
 

@@ -11,8 +11,6 @@ static modes still gets its tables, only without a crossover.
 
 from __future__ import annotations
 
-import importlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +21,12 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from specbench.analysis import current_analysis
-from specbench.plots import FIGURE_NAMES, MODE_ORDER, plot_run, point_means
-from specbench.results import Run, RunDirError, write_text_atomic
+from specbench.analysis import current_analysis, point_means
+from specbench.metrics import explain_flag
+from specbench.plots import FIGURE_NAMES, MODE_ORDER, plot_run
+from specbench.results import Run, RunDirError
+from specbench.results.store import atomic_write
+from specbench.stats import finite_or_none
 
 REPORT_FILE = "report.md"
 RATIO_HEADER = "ratio"
@@ -55,14 +56,6 @@ class LevelRow:
     flags: dict[str, list[str]]  # flag name -> modes whose point at this level raised it
 
 
-def _num(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def level_rows(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[LevelRow]:
     """The per-level table of one prompt set, shared by the terminal and report.md."""
     means = point_means(run)
@@ -81,10 +74,11 @@ def level_rows(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list
                     point_flags[name.strip()].append(str(r.mode))
         rows.append(LevelRow(
             concurrency=c,
-            tok_s={m: _num(at_c["output_tok_s"].get(m)) for m in MODE_ORDER},
-            ratio=_num(ratios.get(str(c))),
-            accept_length={m: _num(at_c["accept_length"].get(m)) for m in ("eagle3", "dynamic")},
-            envelope=_num(envelope.get(str(c))),
+            tok_s={m: finite_or_none(at_c["output_tok_s"].get(m)) for m in MODE_ORDER},
+            ratio=finite_or_none(ratios.get(str(c))),
+            accept_length={m: finite_or_none(at_c["accept_length"].get(m))
+                           for m in ("eagle3", "dynamic")},
+            envelope=finite_or_none(envelope.get(str(c))),
             flags=point_flags,
         ))
     return rows
@@ -197,28 +191,6 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _finished_in_window(requests: pd.DataFrame, window_s: float | None) -> pd.Series:
-    """Requests that completed inside the measured window (the ones acceptance is counted over).
-
-    specbench.metrics records this as `finished_in_window`; rows without that column (older
-    runs) are judged from status and end time relative to the window start.
-    """
-    if "finished_in_window" in requests.columns:
-        return requests["finished_in_window"].fillna(False).astype(bool)
-    mask = pd.Series(True, index=requests.index)
-    if "status" in requests.columns:
-        mask &= requests["status"] == "ok"
-    end_s = None
-    if "t_end_s" in requests.columns:
-        end_s = pd.to_numeric(requests["t_end_s"], errors="coerce")
-    elif {"t_send_s", "e2e_ms"} <= set(requests.columns):
-        end_s = (pd.to_numeric(requests["t_send_s"], errors="coerce")
-                 + pd.to_numeric(requests["e2e_ms"], errors="coerce") / 1000.0)
-    if end_s is not None and window_s is not None:
-        mask &= (end_s > 0) & (end_s <= window_s)
-    return mask
-
-
 def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
     """Verify-weighted accept length per category and speculative mode, pooled over levels.
 
@@ -228,7 +200,7 @@ def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
     points = run.summary[(run.summary["prompt_set"] == prompt_set)
                          & run.summary["mode"].isin(("eagle3", "dynamic"))]
     frames = []
-    needed = ["category", "completion_tokens", "spec_verify_ct"]
+    needed = ["category", "completion_tokens", "spec_verify_ct"]  # and finished_in_window
     for point in points.to_dict("records"):
         mode = str(point["mode"])
         try:
@@ -236,9 +208,9 @@ def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
                                     int(point["repeat"]))
         except (RunDirError, OSError):
             continue  # committed references keep only the summary
-        if not set(needed) <= set(requests.columns):
+        if not {*needed, "finished_in_window"} <= set(requests.columns):
             continue
-        done = requests[_finished_in_window(requests, _num(point["window_s"]))]
+        done = requests[requests["finished_in_window"].fillna(False).astype(bool)]
         frames.append(done[needed].assign(mode=mode))
     if not frames:
         return None
@@ -254,23 +226,12 @@ def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
     return table
 
 
-def _flag_explainer() -> Callable[[str], str]:
-    # specbench.metrics owns the flag texts; fall back to the bare name if it is not there.
+def _flag_advice(name: str) -> str:
+    """The advice of a flag (specbench.metrics owns the texts); "" for a name it does not know."""
     try:
-        metrics = importlib.import_module("specbench.metrics")
-    except ImportError:
-        return lambda name: ""
-    explain = getattr(metrics, "explain_flag", None)
-    if explain is None:
-        return lambda name: ""
-
-    def safe(name: str) -> str:
-        try:
-            return str(explain(name))
-        except (KeyError, ValueError):
-            return ""
-
-    return safe
+        return explain_flag(name)
+    except ValueError:
+        return ""
 
 
 def _flags_section(run: Run) -> list[str]:
@@ -282,10 +243,9 @@ def _flags_section(run: Run) -> list[str]:
                     f"{r.mode}/{r.prompt_set}/c{r.concurrency}-r{r.repeat}")
     if not where:
         return ["No point raised a flag."]
-    explain = _flag_explainer()
     lines = []
     for name, points in sorted(where.items()):
-        text = explain(name)
+        text = _flag_advice(name)
         lines.append(f"- **{name}**" + (f" — {text}" if text else "")
                      + f" ({len(points)} point{'s' if len(points) > 1 else ''}: "
                      + ", ".join(points) + ")")
@@ -367,7 +327,7 @@ def render_markdown(run: Run, result: dict[str, Any] | None,
             continue
         modes = [m for m in ("eagle3", "dynamic") if m in table.columns]
         headers = ["category", *(f"accept {_SHORT[m]}" for m in modes), "requests"]
-        body = [[str(cat), *("–" if _num(row[m]) is None else f"{row[m]:.2f}" for m in modes),
+        body = [[str(cat), *(_fmt(finite_or_none(row[m]), ".2f") for m in modes),
                  str(int(row["requests"]))] for cat, row in table.iterrows()]
         category_parts += [f"### {prompt_set}", "", _md_table(headers, body), ""]
     if category_parts:
@@ -391,5 +351,5 @@ def write_report(run: Run, result: dict[str, Any] | None = None) -> Path:
             plot_error = f"{type(exc).__name__}: {exc}"
     figures = [n for n in FIGURE_NAMES if (plots_dir / f"{n}.png").exists()]
     path = run.path / REPORT_FILE
-    write_text_atomic(path, render_markdown(run, result, figures, plot_error))
+    atomic_write(path, render_markdown(run, result, figures, plot_error))
     return path

@@ -1,127 +1,32 @@
 """Crossover, interval, threshold and envelope on synthetic run directories.
 
-`make_run` writes real run directories through specbench.results (point files with per-request
-rows, manifest, summary), so the analysis is exercised exactly as on a measured run.
-test_plots.py and test_report.py import it from here.
+`tests.builders.make_run` writes real run directories through specbench.results (point files
+with per-request rows, manifest, summary), so the analysis is exercised exactly as on a
+measured run.
 """
 
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench import analysis
+from specbench import analysis, stats
 from specbench.analysis import AnalysisError, analyze, threshold_levels
-from specbench.config import SweepConfig, to_dict
-from specbench.results import (
-    SCHEMA_VERSION,
-    PointKey,
-    load_run,
-    rebuild_summary,
-    write_json_atomic,
-    write_point,
+from specbench.errors import UserError
+from specbench.results import load_run
+from tests.builders import (
+    GRID,
+    Curve,
+    baseline_curve,
+    make_run,
+    ratio_crossing_at,
+    static_curves,
 )
-
-GRID = (1, 2, 4, 8, 16, 64, 128)
-Curve = Mapping[int, "float | Sequence[float]"]
-
-
-def baseline_curve(c: float) -> float:
-    """A saturating baseline: 150 tok/s per user, knee at 64 users."""
-    return 150.0 * c / (1.0 + c / 64.0)
-
-
-def ratio_crossing_at(c_star: float, slope: float = 0.2) -> Callable[[float], float]:
-    """r(c) linear in log2 c, equal to 1 at c_star."""
-    return lambda c: 1.0 + slope * (math.log2(c_star) - math.log2(c))
-
-
-def make_run(
-    root: Path,
-    curves: Mapping[tuple[str, str], Curve],
-    *,
-    running: Mapping[tuple[str, str], Mapping[int, float]] | None = None,
-    ci_rel: float | None = 0.02,
-    window_s: float = 10.0,
-    n_requests: int = 24,
-    accept_length: float = 3.0,
-    flags: Mapping[tuple[str, str, int], str] | None = None,
-    threshold: int | None = None,
-) -> Path:
-    """Write a run directory; a curve maps c to tok/s (or one tok/s per repeat).
-
-    ci_rel sets output_tok_s_ci_low/high to ±ci_rel of the value; None leaves the columns out
-    (an old run), and the analysis must then use the per-request window_tokens.
-    """
-    run_dir = root / "run"
-    rng = np.random.default_rng(7)
-    modes = sorted({m for m, _ in curves})
-    sets = sorted({s for _, s in curves})
-    levels = sorted({c for curve in curves.values() for c in curve})
-    cfg = SweepConfig(modes=tuple(modes), prompt_sets=tuple(sets), concurrency=tuple(levels),
-                      threshold=threshold)
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "config": to_dict(cfg),
-        "modes": {m: {"argv": ["--model-path", "m"]} for m in modes},
-    }
-    write_json_atomic(run_dir / "manifest.json", manifest)
-    for (mode, prompt_set), curve in curves.items():
-        for c, values in curve.items():
-            per_repeat = [values] if isinstance(values, (int, float)) else list(values)
-            for repeat, tok_s in enumerate(per_repeat):
-                weights = rng.uniform(0.5, 1.5, n_requests)
-                window_tokens = np.round(weights / weights.sum() * tok_s * window_s)
-                completion = window_tokens + 20
-                spec = mode != "baseline"
-                # Category b accepts less, as agentic tool calls do.
-                category = np.where(np.arange(n_requests) % 2 == 0, "a", "b")
-                accept = np.where(category == "a", accept_length, accept_length - 1.0)
-                requests = pd.DataFrame({
-                    "request_id": [f"r{i}" for i in range(n_requests)],
-                    "category": category,
-                    "status": "ok",
-                    "t_send_s": np.linspace(-1.0, window_s - 2.0, n_requests),
-                    "e2e_ms": np.full(n_requests, 1000.0),
-                    "completion_tokens": completion,
-                    "spec_verify_ct": np.round(completion / accept) if spec else np.nan,
-                    "window_tokens": window_tokens,
-                })
-                run_c = (running or {}).get((mode, prompt_set), {}).get(c, float("nan"))
-                summary = {
-                    "n_requests": n_requests, "n_errors": 0, "window_s": window_s,
-                    "output_tok_s": float(tok_s), "requests_per_s": n_requests / window_s,
-                    "ttft_ms_p50": 20.0 + c, "ttft_ms_p99": 40.0 + 2 * c,
-                    "itl_ms_p50": (5.0 if spec else 8.0) + 0.05 * c,
-                    "itl_ms_p99": (9.0 if spec else 12.0) + 0.1 * c,
-                    "e2e_ms_p50": 1000.0, "accept_length": accept_length if spec else None,
-                    "server_output_tok_s": float(tok_s), "server_running_reqs_mean": run_c,
-                    "flags": (flags or {}).get((mode, prompt_set, c), ""),
-                }
-                if ci_rel is not None:
-                    summary["output_tok_s_ci_low"] = tok_s * (1 - ci_rel)
-                    summary["output_tok_s_ci_high"] = tok_s * (1 + ci_rel)
-                write_point(run_dir, PointKey(mode, prompt_set, c, repeat), requests, summary)
-    rebuild_summary(run_dir)
-    return run_dir
-
-
-def static_curves(
-    ratio: Callable[[float], float], prompt_set: str = "coding", levels: Sequence[int] = GRID,
-) -> dict[tuple[str, str], dict[int, float]]:
-    return {
-        ("baseline", prompt_set): {c: baseline_curve(c) for c in levels},
-        ("eagle3", prompt_set): {c: baseline_curve(c) * ratio(c) for c in levels},
-    }
-
 
 # ---------------------------------------------------------------------------------------------
 
@@ -229,6 +134,7 @@ def test_missing_mode_is_a_one_line_error(tmp_path: Path) -> None:
     run = load_run(make_run(tmp_path, curves))
     with pytest.raises(AnalysisError) as info:
         analyze(run)
+    assert isinstance(info.value, UserError)  # the CLI prints it as one line, exit 2
     message = str(info.value)
     assert "no eagle3 points" in message and "--resume" in message and "\n" not in message
 
@@ -262,13 +168,15 @@ def test_repeats_give_a_t_interval_that_narrows_with_agreement(tmp_path: Path) -
     assert (l_hi / l_lo) > (t_hi / t_lo)
 
 
-def test_window_tokens_stand_in_for_missing_ci_columns(tmp_path: Path) -> None:
+def test_one_repeat_without_ci_columns_has_no_spread(tmp_path: Path) -> None:
+    # Only a point whose window held no request lacks its CI; then nothing says how noisy the
+    # level is, the interval collapses onto c* and a note says so.
     run = load_run(make_run(tmp_path, static_curves(ratio_crossing_at(32.0)), ci_rel=None))
     assert "output_tok_s_ci_low" not in run.summary.columns
     coding = analyze(run)["prompt_sets"]["coding"]
-    assert coding["interval_method"] == ["window_tokens"]
-    lo, hi = coding["interval"]
-    assert lo < 32 < hi
+    assert coding["interval_method"] == ["none"]
+    assert coding["interval"] == [coding["crossover_concurrency"]] * 2
+    assert any("the interval has zero width" in n for n in coding["notes"])
 
 
 def test_bootstrap_is_seeded(tmp_path: Path) -> None:
@@ -327,14 +235,12 @@ def test_threshold_levels() -> None:
     assert threshold_levels(129, GRID) == []  # beyond the grid the server would cap them
 
 
-def test_threshold_summary_and_adaptive_config(tmp_path: Path) -> None:
+def test_threshold_summary_gives_the_adaptive_config(tmp_path: Path) -> None:
     run = load_run(make_run(tmp_path, static_curves(ratio_crossing_at(32.0))))
     text = analysis.threshold_summary(run)
     assert "recommended threshold: 32" in text
     assert '{"1": {"candidate_steps": [3]}, "32": {"candidate_steps": [0]}}' in text
-    path = analysis.write_threshold_config(run, tmp_path / "adaptive.json")
-    assert json.loads(path.read_text()) == {"1": {"candidate_steps": [3]},
-                                            "32": {"candidate_steps": [0]}}
+    assert analysis.speculative_num_steps(run) == 3
 
 
 def test_applied_threshold_comes_from_the_manifest(tmp_path: Path) -> None:
@@ -358,7 +264,7 @@ def test_monotone_ratio_crosses_within_its_bracket(
     ratio = [1.0 + slope * (x_star - x) for x in log2]
     if any(r == 1.0 for r in ratio):
         return
-    crossing = analysis.find_crossing(levels, ratio)
+    crossing = stats.find_crossing(levels, ratio)
     assert crossing.outcome == "crossover"
     assert crossing.bracket is not None and crossing.crossover_concurrency is not None
     lo, hi = crossing.bracket
@@ -372,7 +278,7 @@ def test_monotone_ratio_crosses_within_its_bracket(
 @given(st.lists(st.floats(0.3, 3.0), min_size=1, max_size=9))
 def test_crossing_rule_on_any_curve(ratios: list[float]) -> None:
     levels = [2 ** i for i in range(len(ratios))]
-    crossing = analysis.find_crossing(levels, ratios)
+    crossing = stats.find_crossing(levels, ratios)
     if all(r < 1.0 for r in ratios):
         assert crossing.outcome == "eagle3_never_wins"
     elif ratios[-1] >= 1.0:
@@ -408,3 +314,18 @@ def test_interval_covers_the_true_crossover_under_measurement_noise(tmp_path: Pa
         estimates.append(coding["crossover_concurrency"])
     assert covered >= 0.8 * trials
     assert 26 < float(np.median(estimates)) < 39
+
+
+def test_point_means_bands_from_repeats_or_ci(tmp_path: Path) -> None:
+    curves: dict[tuple[str, str], Curve] = {
+        ("baseline", "coding"): {1: [90.0, 100.0, 110.0], 2: 200.0},
+        ("eagle3", "coding"): {1: [150.0, 160.0, 170.0], 2: 220.0},
+    }
+    run = load_run(make_run(tmp_path, curves, ci_rel=0.05))
+    means = analysis.point_means(run).set_index(["mode", "concurrency"])
+    # Repeats: min-max over repeats; one repeat: the 95% CI columns.
+    assert means.loc[("baseline", 1), "output_tok_s"] == pytest.approx(100.0)
+    assert means.loc[("baseline", 1), "tok_s_band_low"] == pytest.approx(90.0)
+    assert means.loc[("baseline", 1), "tok_s_band_high"] == pytest.approx(110.0)
+    assert means.loc[("baseline", 2), "tok_s_band_low"] == pytest.approx(190.0)
+    assert means.loc[("baseline", 2), "tok_s_band_high"] == pytest.approx(210.0)

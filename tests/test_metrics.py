@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from specbench import metrics
+from specbench import metrics, stats
 from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
 from specbench.metrics import Flag, explain_flag, summarize_point, window_tokens
 from specbench.results import SUMMARY_COLUMNS, PointKey, point_path, read_point_summary, write_point
@@ -274,13 +274,19 @@ def test_every_flag_has_advice_and_unknown_names_are_refused() -> None:
 def test_bootstrap_interval_is_seeded_and_brackets_the_estimate() -> None:
     rng = np.random.default_rng(3)
     tokens = rng.integers(50, 400, size=200).astype(float)
-    low, high = metrics.bootstrap_rate_ci(tokens, 10.0)
-    assert (low, high) == metrics.bootstrap_rate_ci(tokens, 10.0)
+    low, high = stats.bootstrap_rate_ci(tokens, 10.0)
+    assert (low, high) == stats.bootstrap_rate_ci(tokens, 10.0)
     assert low < tokens.sum() / 10.0 < high
     # Roughly sqrt(n) * sd / window either side: a sanity band, not a tight check.
     half = 1.96 * math.sqrt(len(tokens)) * tokens.std() / 10.0
     assert (high - low) / 2 == pytest.approx(half, rel=0.25)
-    assert all(math.isnan(x) for x in metrics.bootstrap_rate_ci(np.empty(0), 10.0))
+    assert all(math.isnan(x) for x in stats.bootstrap_rate_ci(np.empty(0), 10.0))
+    # The summary's CI columns are this interval over the window's per-request tokens.
+    records = clean_records(6)
+    row = summarize_point(point(records), 1.0, None, 0.0)
+    wtok = np.array([window_tokens(r.chunk_t, r.chunk_tokens, 0.0, 10.0) for r in records])
+    assert (row["output_tok_s_ci_low"], row["output_tok_s_ci_high"]) == \
+        stats.bootstrap_rate_ci(wtok, 10.0)
 
 
 def test_request_rows_are_model_time_from_window_start_and_round_trip_a_point_file(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ from matplotlib.lines import Line2D
 from specbench import plots
 from specbench.analysis import AnalysisError, analyze
 from specbench.results import load_run
-from tests.test_analysis import baseline_curve, make_run, ratio_crossing_at, static_curves
+from tests.builders import baseline_curve, make_run, ratio_crossing_at, static_curves
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -107,18 +106,3 @@ def test_baseline_only_run_still_plots_what_was_measured(tmp_path: Path) -> None
         analyze(run)
     paths = plots.plot_run(run)
     assert {p.stem for p in paths} == {"throughput", "latency"}
-
-
-def test_point_means_bands_from_repeats_or_ci(tmp_path: Path) -> None:
-    curves: dict[tuple[str, str], dict[int, float | Sequence[float]]] = {
-        ("baseline", "coding"): {1: [90.0, 100.0, 110.0], 2: 200.0},
-        ("eagle3", "coding"): {1: [150.0, 160.0, 170.0], 2: 220.0},
-    }
-    run = load_run(make_run(tmp_path, curves, ci_rel=0.05))
-    means = plots.point_means(run).set_index(["mode", "concurrency"])
-    # Repeats: min-max over repeats; one repeat: the 95% CI columns.
-    assert means.loc[("baseline", 1), "output_tok_s"] == pytest.approx(100.0)
-    assert means.loc[("baseline", 1), "tok_s_band_low"] == pytest.approx(90.0)
-    assert means.loc[("baseline", 1), "tok_s_band_high"] == pytest.approx(110.0)
-    assert means.loc[("baseline", 2), "tok_s_band_low"] == pytest.approx(190.0)
-    assert means.loc[("baseline", 2), "tok_s_band_high"] == pytest.approx(210.0)

@@ -11,7 +11,6 @@ import json
 import math
 import random
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,95 +20,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from specbench import config, regress, results
-from specbench.regress import Thresholds, compare, main, mann_whitney_u
+from specbench import analysis, regress, results
+from specbench.errors import UserError
+from specbench.regress import Thresholds, compare, main
+from specbench.stats import mann_whitney_u, u_counts
+from tests.builders import (
+    REGRESS_LEVELS,
+    REGRESS_MODES,
+    REGRESS_SETS,
+    make_regress_run,
+    model_accept,
+    model_tok_s,
+    rounded_json,
+    scaled,
+    with_repeat_noise,
+)
+from tests.snapshot import assert_snapshot
 
-LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
-SETS = ("coding", "agentic")
-MODES = ("baseline", "eagle3")
+LEVELS = REGRESS_LEVELS
+SETS = REGRESS_SETS
+MODES = REGRESS_MODES
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / ".github" / "workflows" / "specbench-regression.yml"
-
-Tok = Callable[[str, str, int, int], float]
-
-
-def model_tok_s(mode: str, prompt_set: str, c: int, repeat: int) -> float:
-    """Baseline saturating in c; EAGLE-3 speedup 1.6x at c=1 falling to 1.0 at c=32."""
-    base = 90.0 * c / (1 + c / 64)
-    if mode == "baseline":
-        return base
-    return base * (1.6 - 0.12 * math.log2(c))
-
-
-def model_accept(mode: str, prompt_set: str, c: int, repeat: int) -> float | None:
-    if mode == "baseline":
-        return None
-    return 3.2 if prompt_set == "coding" else 2.6
-
-
-def make_run(
-    path: Path,
-    tok: Tok = model_tok_s,
-    *,
-    accept: Callable[[str, str, int, int], float | None] = model_accept,
-    levels: tuple[int, ...] = LEVELS,
-    modes: tuple[str, ...] = MODES,
-    sets: tuple[str, ...] = SETS,
-    repeats: int = 1,
-    ci_pct: float | None = 2.0,
-    errors: Callable[[str, str, int], int] = lambda m, s, c: 0,
-    sim_profile: str = config.SIM_DEFAULT_PROFILE,
-    model_path: str = "meta-llama/Llama-3.1-8B-Instruct",
-    hashes: dict[str, str | None] | None = None,
-    analysis: dict[str, Any] | None = None,
-    keep_points: bool = True,
-) -> Path:
-    """A run directory as `specbench sweep` writes it; ci_pct None leaves out the CI columns."""
-    cfg = config.SweepConfig(
-        modes=modes, prompt_sets=sets, concurrency=levels,
-        server=config.ServerConfig(model_path=model_path),
-        sim=config.SimConfig(profile=sim_profile),
-        load=config.LoadConfig(repeats=repeats),
-    )
-    hashes = hashes if hashes is not None else {s: f"sha-{s}" for s in sets}
-    manifest = {
-        "schema_version": results.SCHEMA_VERSION,
-        "config": config.to_dict(cfg),
-        "prompt_sets": {s: ({"sha256": h} if h is not None else {}) for s, h in hashes.items()},
-    }
-    results.write_json_atomic(path / "manifest.json", manifest)
-    for mode in modes:
-        for pset in sets:
-            for c in levels:
-                for r in range(repeats):
-                    value = tok(mode, pset, c, r)
-                    summary: dict[str, Any] = {
-                        "n_requests": 50, "n_errors": errors(mode, pset, c), "window_s": 8.0,
-                        "output_tok_s": value, "requests_per_s": value / 200,
-                        "accept_length": accept(mode, pset, c, r) or math.nan, "flags": "",
-                    }
-                    if ci_pct is not None:
-                        summary["output_tok_s_ci_low"] = value * (1 - ci_pct / 100)
-                        summary["output_tok_s_ci_high"] = value * (1 + ci_pct / 100)
-                    rows = pd.DataFrame({"window_tokens": [100, 120, 90]})
-                    key = results.PointKey(mode, pset, c, r)
-                    results.write_point(path, key, rows, summary)
-    results.rebuild_summary(path)
-    if analysis is not None:
-        results.write_json_atomic(path / "analysis.json", analysis)
-    if not keep_points:
-        # A committed reference keeps only manifest.json and the summary.
-        shutil.rmtree(path / "points")
-    return path
-
-
-def scaled(factor: Callable[[str, str, int, int], float], tok: Tok = model_tok_s) -> Tok:
-    return lambda m, s, c, r: tok(m, s, c, r) * factor(m, s, c, r)
-
-
-def with_repeat_noise(tok: Tok, pct: float = 1.0) -> Tok:
-    """Distinct values per repeat (no ties), within +-pct%."""
-    return lambda m, s, c, r: tok(m, s, c, r) * (1 + pct / 100 * (r - 1))
 
 
 def run_main(ref: Path, cand: Path, **kwargs: Any) -> tuple[int, str]:
@@ -127,14 +59,14 @@ def _no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_run(tmp_path_factory.mktemp("ref") / "run")
+    return make_regress_run(tmp_path_factory.mktemp("ref") / "run")
 
 
 # --- verdicts ---------------------------------------------------------------------------------
 
 
 def test_identical_runs_pass_with_unit_ratios(reference: Path, tmp_path: Path) -> None:
-    cand = make_run(tmp_path / "cand")
+    cand = make_regress_run(tmp_path / "cand")
     code, out = run_main(reference, cand, json_path=tmp_path / "verdict.json")
     assert code == 0
     verdict = json.loads((tmp_path / "verdict.json").read_text())
@@ -147,7 +79,7 @@ def test_identical_runs_pass_with_unit_ratios(reference: Path, tmp_path: Path) -
 def test_noise_within_thresholds_passes(reference: Path, tmp_path: Path) -> None:
     rng = random.Random(7)
     noise = {(m, s, c): rng.uniform(-0.02, 0.02) for m in MODES for s in SETS for c in LEVELS}
-    cand = make_run(tmp_path / "cand", scaled(lambda m, s, c, r: 1 + noise[(m, s, c)]))
+    cand = make_regress_run(tmp_path / "cand", scaled(lambda m, s, c, r: 1 + noise[(m, s, c)]))
     ref_run, cand_run = results.load_run(reference), results.load_run(cand)
     verdict = compare(ref_run, cand_run, Thresholds())
     assert verdict.exit_code == 0
@@ -158,7 +90,7 @@ def test_noise_within_thresholds_passes(reference: Path, tmp_path: Path) -> None
 
 def test_uniform_slowdown_fails_naming_mode_and_set(reference: Path, tmp_path: Path) -> None:
     slow = scaled(lambda m, s, c, r: 0.9 if (m, s) == ("eagle3", "coding") else 1.0)
-    cand = make_run(tmp_path / "cand", slow)
+    cand = make_regress_run(tmp_path / "cand", slow)
     code, out = run_main(reference, cand, json_path=tmp_path / "v.json")
     assert code == 1
     verdict = json.loads((tmp_path / "v.json").read_text())
@@ -176,11 +108,11 @@ def test_uniform_slowdown_fails_naming_mode_and_set(reference: Path, tmp_path: P
 
 
 def test_slowdown_with_repeats_uses_rank_test(tmp_path: Path) -> None:
-    ref = make_run(tmp_path / "ref", with_repeat_noise(model_tok_s), repeats=3, ci_pct=None,
+    ref = make_regress_run(tmp_path / "ref", with_repeat_noise(model_tok_s), repeats=3, ci_pct=None,
                    levels=(1, 8, 64, 128), sets=("coding",))
     slow = scaled(lambda m, s, c, r: 0.88 if m == "eagle3" else 1.0,
                   with_repeat_noise(model_tok_s))
-    cand = make_run(tmp_path / "cand", slow, repeats=3, ci_pct=None, levels=(1, 8, 64, 128),
+    cand = make_regress_run(tmp_path / "cand", slow, repeats=3, ci_pct=None, levels=(1, 8, 64, 128),
                     sets=("coding",))
     verdict = compare(results.load_run(ref), results.load_run(cand), Thresholds())
     assert verdict.exit_code == 1
@@ -198,8 +130,8 @@ def test_drop_inside_wide_intervals_only_warns(tmp_path: Path) -> None:
     # +-20% bootstrap intervals: a 10% drop overlaps them at each level, and over two levels
     # the geometric mean is not significant either (z = log(0.9) / 0.103 -> p ~= 0.15).
     levels = (8, 64)
-    ref = make_run(tmp_path / "ref", levels=levels, sets=("coding",), ci_pct=20.0)
-    cand = make_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.9), levels=levels,
+    ref = make_regress_run(tmp_path / "ref", levels=levels, sets=("coding",), ci_pct=20.0)
+    cand = make_regress_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.9), levels=levels,
                     sets=("coding",), ci_pct=20.0)
     verdict = compare(results.load_run(ref), results.load_run(cand))
     assert verdict.exit_code == 0 and verdict.status == "warn"
@@ -210,7 +142,7 @@ def test_drop_inside_wide_intervals_only_warns(tmp_path: Path) -> None:
 
 def test_single_bad_level_only_warns(reference: Path, tmp_path: Path) -> None:
     bad = scaled(lambda m, s, c, r: 0.8 if (m, s, c) == ("eagle3", "coding", 16) else 1.0)
-    cand = make_run(tmp_path / "cand", bad)
+    cand = make_regress_run(tmp_path / "cand", bad)
     code, out = run_main(reference, cand)
     assert code == 0
     verdict = compare(results.load_run(reference), results.load_run(cand))
@@ -224,11 +156,11 @@ def test_single_bad_level_only_warns(reference: Path, tmp_path: Path) -> None:
 
 def test_one_level_cannot_carry_the_geomean(tmp_path: Path) -> None:
     levels = (1, 8, 64, 128)
-    ref = make_run(tmp_path / "ref", levels=levels, sets=("coding",))
+    ref = make_regress_run(tmp_path / "ref", levels=levels, sets=("coding",))
     # -40% at one of four levels puts the geomean at -12%, beyond the fail threshold, but
     # without that level nothing changed.
     bad = scaled(lambda m, s, c, r: 0.6 if (m, c) == ("eagle3", 64) else 1.0)
-    cand = make_run(tmp_path / "cand", bad, levels=levels, sets=("coding",))
+    cand = make_regress_run(tmp_path / "cand", bad, levels=levels, sets=("coding",))
     verdict = compare(results.load_run(ref), results.load_run(cand))
     group = next(g for g in verdict.groups if g.mode == "eagle3")
     assert group.geomean_ratio == pytest.approx(0.6 ** 0.25)
@@ -238,11 +170,11 @@ def test_one_level_cannot_carry_the_geomean(tmp_path: Path) -> None:
 
 def test_spread_out_slowdown_fails_through_the_geomean(tmp_path: Path) -> None:
     levels = (1, 8, 64, 128)
-    ref = make_run(tmp_path / "ref", levels=levels, sets=("coding",))
+    ref = make_regress_run(tmp_path / "ref", levels=levels, sets=("coding",))
     # Two non-adjacent levels 20% down: no adjacent run, but the geomean stays beyond -5%
     # without the worst level and the intervals make it significant.
     bad = scaled(lambda m, s, c, r: 0.8 if (m, c) in (("eagle3", 1), ("eagle3", 64)) else 1.0)
-    cand = make_run(tmp_path / "cand", bad, levels=levels, sets=("coding",))
+    cand = make_regress_run(tmp_path / "cand", bad, levels=levels, sets=("coding",))
     verdict = compare(results.load_run(ref), results.load_run(cand))
     assert verdict.exit_code == 1
     assert verdict.messages[0].startswith("eagle3/coding: output tok/s -10.6% (geomean over 4 "
@@ -254,7 +186,7 @@ def test_halved_acceptance_fails(reference: Path, tmp_path: Path) -> None:
         value = model_accept(m, s, c, r)
         return None if value is None else value / 2
 
-    cand = make_run(tmp_path / "cand", accept=halved)
+    cand = make_regress_run(tmp_path / "cand", accept=halved)
     verdict = compare(results.load_run(reference), results.load_run(cand))
     assert verdict.exit_code == 1
     accept = [f for f in verdict.findings if f.check == "accept_length"]
@@ -268,7 +200,7 @@ def test_halved_acceptance_fails(reference: Path, tmp_path: Path) -> None:
 
 
 def test_error_rate_rise_fails(reference: Path, tmp_path: Path) -> None:
-    cand = make_run(tmp_path / "cand", errors=lambda m, s, c: 5 if m == "baseline" else 0)
+    cand = make_regress_run(tmp_path / "cand", errors=lambda m, s, c: 5 if m == "baseline" else 0)
     verdict = compare(results.load_run(reference), results.load_run(cand))
     assert verdict.exit_code == 1
     errors = [f for f in verdict.findings if f.check == "error_rate"]
@@ -277,8 +209,8 @@ def test_error_rate_rise_fails(reference: Path, tmp_path: Path) -> None:
 
 
 def test_untestable_slowdown_is_insufficient_data(tmp_path: Path) -> None:
-    ref = make_run(tmp_path / "ref", ci_pct=None, sets=("coding",))
-    cand = make_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.85), ci_pct=None,
+    ref = make_regress_run(tmp_path / "ref", ci_pct=None, sets=("coding",))
+    cand = make_regress_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.85), ci_pct=None,
                     sets=("coding",))
     code, out = run_main(ref, cand)
     assert code == 2
@@ -287,13 +219,14 @@ def test_untestable_slowdown_is_insufficient_data(tmp_path: Path) -> None:
 
 
 def test_crossover_shift_from_analysis_fails(tmp_path: Path) -> None:
-    def analysis(c_star: float, interval: list[float]) -> dict[str, Any]:
-        return {"coding": {"outcome": "crossover", "crossover_concurrency": c_star,
-                           "interval": interval, "threshold_batch_size": int(c_star)},
+    def stored(c_star: float, interval: list[float]) -> dict[str, Any]:
+        coding = {"outcome": "crossover", "crossover_concurrency": c_star,
+                  "interval": interval, "threshold_batch_size": int(c_star)}
+        return {"analysis_version": analysis.ANALYSIS_VERSION, "prompt_sets": {"coding": coding},
                 "recommended_threshold": int(c_star)}
 
-    ref = make_run(tmp_path / "ref", sets=("coding",), analysis=analysis(32, [28, 37]))
-    cand = make_run(tmp_path / "cand", sets=("coding",), analysis=analysis(8, [6, 10]))
+    ref = make_regress_run(tmp_path / "ref", sets=("coding",), analysis=stored(32, [28, 37]))
+    cand = make_regress_run(tmp_path / "cand", sets=("coding",), analysis=stored(8, [6, 10]))
     verdict = compare(results.load_run(ref), results.load_run(cand))
     assert verdict.exit_code == 1
     (x,) = verdict.crossovers
@@ -302,7 +235,7 @@ def test_crossover_shift_from_analysis_fails(tmp_path: Path) -> None:
     assert x.message.startswith("crossover/coding: c*=32 -> c*=8 (-2.0 levels, reference "
                                 "interval 28-37; analysis.json); a dynamic-disable threshold")
     # Inside the reference interval the same gate passes.
-    near = make_run(tmp_path / "near", sets=("coding",), analysis=analysis(36, [30, 40]))
+    near = make_regress_run(tmp_path / "near", sets=("coding",), analysis=stored(36, [30, 40]))
     assert compare(results.load_run(ref), results.load_run(near)).exit_code == 0
 
 
@@ -313,7 +246,7 @@ def test_crossover_computed_without_analysis(reference: Path, tmp_path: Path) ->
         base = model_tok_s("baseline", s, c, r)
         return base if m == "baseline" else base * (1.3 - 0.12 * math.log2(c))
 
-    cand = make_run(tmp_path / "cand", early)
+    cand = make_regress_run(tmp_path / "cand", early)
     verdict = compare(results.load_run(reference), results.load_run(cand))
     coding = next(x for x in verdict.crossovers if x.prompt_set == "coding")
     assert coding.source == "computed"
@@ -327,7 +260,7 @@ def test_crossover_computed_without_analysis(reference: Path, tmp_path: Path) ->
 
 
 def test_missing_points_are_listed(reference: Path, tmp_path: Path) -> None:
-    cand = make_run(tmp_path / "cand", levels=(1, 2, 4, 8, 16, 32))
+    cand = make_regress_run(tmp_path / "cand", levels=(1, 2, 4, 8, 16, 32))
     code, out = run_main(reference, cand, json_path=tmp_path / "v.json")
     assert code == 2
     assert "8 reference point(s) missing in the candidate" in out
@@ -337,7 +270,8 @@ def test_missing_points_are_listed(reference: Path, tmp_path: Path) -> None:
 
 
 def test_different_prompt_set_hash_is_unusable(reference: Path, tmp_path: Path) -> None:
-    cand = make_run(tmp_path / "cand", hashes={"coding": "sha-other", "agentic": "sha-agentic"})
+    cand = make_regress_run(tmp_path / "cand",
+                            hashes={"coding": "sha-other", "agentic": "sha-agentic"})
     code, out = run_main(reference, cand)
     assert code == 2
     assert "prompt set 'coding' differs (sha256 sha-coding in the reference, sha-other in" in out
@@ -359,11 +293,21 @@ def test_different_prompt_set_hash_is_unusable(reference: Path, tmp_path: Path) 
 def test_different_engine_config_is_unusable(
     reference: Path, tmp_path: Path, kwargs: dict[str, Any], expected: str
 ) -> None:
-    cand = make_run(tmp_path / "cand", **kwargs)
+    cand = make_regress_run(tmp_path / "cand", **kwargs)
     code, out = run_main(reference, cand)
     assert code == 2
     assert expected in out
     assert out.count("\n") == 1, "unusable input is reported on one line"
+
+
+def test_input_problems_are_user_errors(reference: Path, tmp_path: Path) -> None:
+    # The CLI prints a UserError as one line; the gate reports it as unusable input (exit 2).
+    cand = make_regress_run(tmp_path / "cand", levels=(1, 2))
+    with pytest.raises(regress.RegressInputError) as info:
+        compare(results.load_run(reference), results.load_run(cand))
+    assert isinstance(info.value, UserError)
+    with pytest.raises(UserError, match="is not a directory"):
+        regress.compare_dirs(reference, tmp_path / "nowhere")
 
 
 def test_not_a_run_directory_is_unusable(reference: Path, tmp_path: Path) -> None:
@@ -379,18 +323,19 @@ def test_bad_thresholds_are_unusable(reference: Path) -> None:
 
 
 def test_extra_candidate_points_are_ignored_with_a_note(reference: Path, tmp_path: Path) -> None:
-    cand = make_run(tmp_path / "cand", levels=(*LEVELS, 250))
+    cand = make_regress_run(tmp_path / "cand", levels=(*LEVELS, 250))
     verdict = compare(results.load_run(reference), results.load_run(cand))
     assert verdict.exit_code == 0 and len(verdict.points) == 32
     assert any("4 candidate point(s) not in the reference, ignored" in n for n in verdict.notes)
 
 
 def test_reference_without_per_request_files(tmp_path: Path) -> None:
-    ref = make_run(tmp_path / "ref", keep_points=False)
+    ref = make_regress_run(tmp_path / "ref", keep_points=False)
     assert not (ref / "points").exists()
-    same = make_run(tmp_path / "same")
+    same = make_regress_run(tmp_path / "same")
     assert run_main(ref, same)[0] == 0
-    slow = make_run(tmp_path / "slow", scaled(lambda m, s, c, r: 0.9 if m == "baseline" else 1))
+    slow = make_regress_run(tmp_path / "slow",
+                            scaled(lambda m, s, c, r: 0.9 if m == "baseline" else 1))
     code, out = run_main(ref, slow)
     assert code == 1
     assert "FAIL baseline/agentic: output tok/s -10.0%" in out
@@ -405,7 +350,8 @@ def test_step_summary_gets_markdown(
     summary = tmp_path / "step_summary.md"
     summary.write_text("earlier step\n")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    cand = make_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.9 if m == "eagle3" else 1.0))
+    cand = make_regress_run(tmp_path / "cand",
+                            scaled(lambda m, s, c, r: 0.9 if m == "eagle3" else 1.0))
     assert run_main(reference, cand)[0] == 1
     text = summary.read_text()
     assert text.startswith("earlier step\n## specbench regression check: REGRESSION\n")
@@ -418,7 +364,7 @@ def test_step_summary_gets_markdown(
 
 
 def test_json_to_stdout(reference: Path, tmp_path: Path) -> None:
-    cand = make_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.97))
+    cand = make_regress_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.97))
     code, out = run_main(reference, cand, json_path="-")
     verdict = json.loads(out)
     assert code == 0 and verdict["status"] == "warn"
@@ -496,9 +442,9 @@ def test_rank_test_with_ties_matches_scipy_asymptotic(values: list[int], split: 
 
 
 def test_u_distribution_counts() -> None:
-    counts = regress._u_counts(3, 3)
+    counts = u_counts(3, 3)
     assert counts == [1, 1, 2, 3, 3, 3, 3, 2, 1, 1]
-    big = regress._u_counts(12, 17)
+    big = u_counts(12, 17)
     assert sum(big) == math.comb(29, 12) and big == big[::-1]
 
 
@@ -547,9 +493,9 @@ def test_threshold_only_dynamic_levels_may_differ(tmp_path: Path) -> None:
     # The sweep adds dynamic-only levels around the threshold (here 24 vs 28): they do not
     # repeat run to run, so they are not gated nor required; grid levels still are.
     modes = ("baseline", "eagle3", "dynamic")
-    ref = make_run(tmp_path / "ref", modes=modes)
+    ref = make_regress_run(tmp_path / "ref", modes=modes)
     _add_point(ref, "dynamic", "coding", 24, 2000.0)
-    cand = make_run(tmp_path / "cand", modes=modes)
+    cand = make_regress_run(tmp_path / "cand", modes=modes)
     _add_point(cand, "dynamic", "coding", 28, 2100.0)
     code, out = run_main(ref, cand)
     assert code == 0, out
@@ -565,7 +511,7 @@ def test_threshold_only_dynamic_levels_may_differ(tmp_path: Path) -> None:
 
 def test_allowed_config_change_is_compared_with_a_note(reference: Path, tmp_path: Path) -> None:
     # A planted profile is passed by path, so sim.profile differs: refused unless declared.
-    cand = make_run(tmp_path / "cand", sim_profile="/tmp/slow.toml",
+    cand = make_regress_run(tmp_path / "cand", sim_profile="/tmp/slow.toml",
                     tok=scaled(lambda m, s, c, r: 0.9))
     code, out = run_main(reference, cand)
     assert code == 2 and "pass --allow-config-change sim.profile" in out
@@ -575,3 +521,65 @@ def test_allowed_config_change_is_compared_with_a_note(reference: Path, tmp_path
     assert "FAIL baseline/coding: output tok/s -10.0%" in out
     code, out = run_main(reference, cand, allow_config_changes=("sim.time_scale",))
     assert code == 2 and "--allow-config-change sim.time_scale is not a compared setting" in out
+
+
+# --- snapshots: the exact text users read -------------------------------------------------------
+
+
+def _gate_outputs(
+    ref: Path, cand: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, str, str, str]:
+    """Exit code, terminal text, JSON file and step summary of one `specbench regress` run.
+
+    Temporary paths become <tmp>; the JSON's floats are compared to ten significant digits.
+    """
+    step_summary = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    buf = io.StringIO()
+    code = main(ref, cand, json_path=tmp_path / "verdict.json",
+                console=Console(file=buf, width=100, color_system=None))
+
+    def clean(text: str) -> str:
+        return text.replace(str(tmp_path), "<tmp>")
+
+    verdict_json = rounded_json(clean((tmp_path / "verdict.json").read_text()))
+    return code, clean(buf.getvalue()), verdict_json, clean(step_summary.read_text())
+
+
+def test_snapshot_passing_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Both runs carry analysis.json, so the crossover comes from there; 1% noise per point.
+    rng = random.Random(3)
+    noise = {(m, s, c): rng.uniform(-0.01, 0.01) for m in MODES for s in SETS for c in LEVELS}
+    ref = make_regress_run(tmp_path / "ref")
+    cand = make_regress_run(tmp_path / "cand", scaled(lambda m, s, c, r: 1 + noise[(m, s, c)]))
+    for path in (ref, cand):
+        analysis.write_analysis(results.load_run(path))
+    code, terminal, verdict_json, markdown = _gate_outputs(ref, cand, tmp_path, monkeypatch)
+    assert code == 0
+    assert_snapshot("regress-pass.txt", terminal)
+    assert_snapshot("regress-pass.json", verdict_json)
+    assert_snapshot("regress-pass.md", markdown)
+
+
+def test_snapshot_regression_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # eagle3/coding 10% slower (fails, and moves the computed crossover), one baseline/agentic
+    # level 4% slower, acceptance of eagle3/agentic 6% lower and one error per baseline/coding
+    # point (warnings), and a candidate level the reference lacks (a note).
+    def tok(m: str, s: str, c: int, r: int) -> float:
+        factor = {("eagle3", "coding"): 0.9}.get((m, s), 1.0)
+        if (m, s, c) == ("baseline", "agentic", 16):
+            factor = 0.96
+        return model_tok_s(m, s, c, r) * factor
+
+    def accept(m: str, s: str, c: int, r: int) -> float | None:
+        value = model_accept(m, s, c, r)
+        return None if value is None else value * (0.94 if s == "agentic" else 1.0)
+
+    ref = make_regress_run(tmp_path / "ref")
+    cand = make_regress_run(tmp_path / "cand", tok, accept=accept, levels=(*LEVELS, 250),
+                            errors=lambda m, s, c: 1 if (m, s) == ("baseline", "coding") else 0)
+    code, terminal, verdict_json, markdown = _gate_outputs(ref, cand, tmp_path, monkeypatch)
+    assert code == 1
+    assert_snapshot("regress-regression.txt", terminal)
+    assert_snapshot("regress-regression.json", verdict_json)
+    assert_snapshot("regress-regression.md", markdown)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import re
 from pathlib import Path
 
@@ -10,10 +12,17 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from specbench import report
+from specbench import analysis, report
 from specbench.metrics import explain_flag
 from specbench.results import PointKey, load_run, rebuild_summary, write_point
-from tests.test_analysis import baseline_curve, make_run, ratio_crossing_at, static_curves
+from tests.builders import (
+    baseline_curve,
+    make_run,
+    ratio_crossing_at,
+    rounded_json,
+    static_curves,
+)
+from tests.snapshot import assert_snapshot
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "crossover.ipynb"
@@ -140,3 +149,41 @@ def test_notebook_executes_against_a_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert "recommended threshold: 32" in texts
     n_images = sum("image/png" in o.get("data", {}) for o in outputs)
     assert n_images == 6  # five figures and the two-run comparison
+
+
+# --- snapshots: the exact text users read -------------------------------------------------------
+
+
+def _snapshot_run(tmp_path: Path) -> Path:
+    """Two prompt sets, a dynamic-disable server on coding (with a straddle level), flags."""
+    ratio = ratio_crossing_at(32.0)
+    curves = {**static_curves(ratio, "coding", levels=LEVELS),
+              **static_curves(ratio_crossing_at(12.0), "agentic", levels=LEVELS)}
+    dynamic = {c: baseline_curve(c) * max(ratio(c), 1.0) * 0.97 for c in LEVELS}
+    dynamic[33] = baseline_curve(33) * 0.9
+    curves[("dynamic", "coding")] = dynamic
+    flags = {("eagle3", "coding", 128): "client_bound",
+             ("baseline", "agentic", 1): "too_few_requests;client_bound"}
+    running = {(m, "agentic"): {c: 0.9 * c for c in LEVELS} for m in ("baseline", "eagle3")}
+    return make_run(tmp_path, curves, flags=flags, running=running, threshold=32)
+
+
+def _normalised(text: str, tmp_path: Path) -> str:
+    return text.replace(str(tmp_path), "<tmp>")
+
+
+def test_snapshot_terminal_tables(tmp_path: Path) -> None:
+    run = load_run(_snapshot_run(tmp_path))
+    out = io.StringIO()
+    report.render_terminal(run, Console(width=100, file=out, color_system=None))
+    assert_snapshot("report-terminal.txt", _normalised(out.getvalue(), tmp_path))
+
+
+def test_snapshot_report_md_analysis_and_threshold(tmp_path: Path) -> None:
+    run = load_run(_snapshot_run(tmp_path))
+    result = analysis.write_analysis(run)
+    assert_snapshot("report-analysis.json", rounded_json(json.dumps(result)))
+    assert_snapshot("report-threshold.txt",
+                    _normalised(analysis.threshold_summary(run) + "\n", tmp_path))
+    text = report.write_report(run).read_text()
+    assert_snapshot("report.md", _normalised(text, tmp_path))

@@ -1,0 +1,203 @@
+"""The CI regression gate: compare a candidate run with a committed reference run.
+
+`specbench regress --reference DIR --candidate DIR` exits 0 (no regression), 1 (regression) or
+2 (unusable input: the runs cannot be compared, or the data cannot support a verdict). Both runs
+are read only through :func:`specbench.results.load_run`; a committed reference may keep only
+``manifest.json`` and ``summary.parquet``, so nothing here needs per-request rows.
+
+How "regressed" is decided (shared/reference/regression-statistics.md, the asv / HUD pattern):
+
+* Points are matched on (mode, prompt set, concurrency); repeats of a point are pooled.
+* Per point, the throughput ratio is median(candidate) / median(reference) of output tok/s.
+* A point *fails* only with both a minimum effect (ratio at or below ``1 - fail_pct``) and
+  statistical support: a one-sided Mann-Whitney U test when each side has at least
+  ``min_rank_repeats`` repeats, otherwise non-overlapping 95% bootstrap intervals from the
+  ``output_tok_s_ci_low/high`` columns.
+* A mode/prompt-set *fails* when failing points sit on ``min_adjacent_levels`` adjacent
+  concurrency levels, or when the geometric mean ratio over all levels is beyond the fail
+  threshold, stays there with its worst level left out (one level cannot carry it), and a
+  z-test on the mean log ratio supports it. One bad level alone therefore only warns: with 9+
+  levels per curve an isolated miss is what noise produces.
+* Acceptance length (eagle3, dynamic) fails on the same shape of rule with its own threshold.
+  It is a ratio of token counts, not a timing, so with fewer than ``min_rank_repeats`` repeats
+  the effect size alone decides (its run-to-run noise under greedy decoding is far below 10%).
+* The crossover concurrency (from ``analysis.json`` when both runs have one, else computed
+  from r(c) = eagle3 / baseline by the report's own rule, :func:`specbench.stats.find_crossing`)
+  fails when it moves by more than ``crossover_fail_levels`` grid levels and leaves the
+  reference's interval: the threshold deployed from the reference would then be wrong.
+* The error rate fails when it rises by ``error_fail_pp`` percentage points and a
+  two-proportion z-test supports it.
+
+When an effect beyond the fail threshold cannot be tested (one repeat and no CI columns), the
+verdict is "insufficient" and the exit code 2, as the PyTorch HUD reports insufficient data
+instead of pass or fail. The defaults (:class:`Thresholds`) are starting points; tune them from
+measured run-to-run noise (a gate misfires often when noise CV exceeds about half the fail
+threshold).
+
+The package, by concern: :mod:`.thresholds` (the settings above), :mod:`.inputs` (reading and
+checking the two runs), :mod:`.judge` (the rules), :mod:`.verdict` (the records, JSON and
+Markdown) and :mod:`.render` (terminal, JSON file, step summary). :func:`compare` is the
+library call; :func:`compare_dirs` adds the loading, and `specbench regress` is
+``compare_dirs`` followed by :func:`render.publish` (or :func:`render.publish_unusable` on a
+:class:`specbench.errors.UserError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from specbench.errors import UserError
+from specbench.regress.inputs import (
+    CI_HIGH_COLUMN,
+    CI_LOW_COLUMN,
+    Comparable,
+    RegressInputError,
+    allowed_config_fields,
+    comparable,
+)
+from specbench.regress.judge import SPEC_MODES, compare_crossover, compare_group
+from specbench.regress.render import publish, publish_unusable, render_terminal
+from specbench.regress.thresholds import Thresholds
+from specbench.regress.verdict import (
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EXIT_UNUSABLE,
+    JSON_SCHEMA,
+    RANK,
+    CrossoverComparison,
+    Finding,
+    GroupComparison,
+    PointComparison,
+    Verdict,
+    worst,
+)
+from specbench.results import Run, load_run
+
+__all__ = [
+    "CI_HIGH_COLUMN",
+    "CI_LOW_COLUMN",
+    "EXIT_OK",
+    "EXIT_REGRESSION",
+    "EXIT_UNUSABLE",
+    "JSON_SCHEMA",
+    "SPEC_MODES",
+    "CrossoverComparison",
+    "Finding",
+    "GroupComparison",
+    "PointComparison",
+    "RegressInputError",
+    "Thresholds",
+    "Verdict",
+    "allowed_config_fields",
+    "compare",
+    "compare_dirs",
+    "main",
+    "publish",
+    "publish_unusable",
+    "render_terminal",
+]
+
+# The verdict of the worst finding, and the exit code `specbench regress` returns for it.
+_OUTCOME = {
+    "fail": ("regression", EXIT_REGRESSION),
+    "insufficient": ("insufficient", EXIT_UNUSABLE),
+    "warn": ("warn", EXIT_OK),
+    "ok": ("ok", EXIT_OK),
+}
+
+
+def _judge_all(
+    runs: tuple[Run, Run], inputs: Comparable, th: Thresholds
+) -> tuple[list[GroupComparison], list[PointComparison], list[CrossoverComparison], list[str]]:
+    """Every mode/prompt set and every crossover of two comparable runs; their notes."""
+    groups: list[GroupComparison] = []
+    points: list[PointComparison] = []
+    notes: list[str] = []
+    for mode, prompt_set in sorted({(m, s) for m, s, _ in inputs.keys}):
+        group_keys = [k for k in inputs.keys if k[0] == mode and k[1] == prompt_set]
+        group, group_points, group_notes = compare_group(
+            mode, prompt_set, group_keys, inputs.ref, inputs.cand, th)
+        groups.append(group)
+        points.extend(group_points)
+        notes.extend(group_notes)
+    crossovers = [
+        x for x in (
+            compare_crossover(s, set(inputs.keys), runs, (inputs.ref, inputs.cand), th)
+            for s in inputs.prompt_sets
+        ) if x is not None
+    ]
+    return groups, points, crossovers, notes
+
+
+def compare(
+    reference: Run,
+    candidate: Run,
+    thresholds: Thresholds | None = None,
+    allow_config_changes: Sequence[str] = (),
+) -> Verdict:
+    """Compare two loaded runs; raise RegressInputError when they cannot be compared.
+
+    `allow_config_changes`: dotted manifest paths (e.g. ``sim.profile``) whose difference is
+    intended, as when a planted slow profile is passed by path; they are noted, not refused.
+    """
+    th = thresholds or Thresholds()
+    th.validate()
+    inputs = comparable(reference, candidate, allow_config_changes)
+    groups, points, crossovers, group_notes = _judge_all((reference, candidate), inputs, th)
+    findings = [f for g in groups for f in g.findings]
+    findings += [Finding(x.status, "crossover", f"crossover/{x.prompt_set}", x.message)
+                 for x in crossovers if x.status != "ok"]
+    findings.sort(key=lambda f: -RANK[f.status])  # stable: fail, insufficient, warn
+    status, code = _OUTCOME[worst(f.status for f in findings)]
+    return Verdict(
+        status=status, exit_code=code,
+        reference=str(reference.path), candidate=str(candidate.path), thresholds=th,
+        groups=tuple(groups), crossovers=tuple(crossovers), points=tuple(points),
+        findings=tuple(findings), notes=(*inputs.notes, *group_notes),
+    )
+
+
+def compare_dirs(
+    reference_dir: str | Path,
+    candidate_dir: str | Path,
+    thresholds: Thresholds | None = None,
+    allow_config_changes: Sequence[str] = (),
+) -> Verdict:
+    """Validate the thresholds, load both run directories and compare them.
+
+    Every problem the user can fix (bad thresholds, a path that is no run, runs that cannot be
+    compared) raises a :class:`specbench.errors.UserError` with a one-line message.
+    """
+    th = thresholds or Thresholds()
+    th.validate()
+    return compare(load_run(reference_dir), load_run(candidate_dir), th, allow_config_changes)
+
+
+def main(
+    reference_dir: str | Path,
+    candidate_dir: str | Path,
+    json_path: str | Path | None = None,
+    fail_pct: float | None = None,
+    warn_pct: float | None = None,
+    accept_fail_pct: float | None = None,
+    thresholds: Thresholds | None = None,
+    console: Console | None = None,
+    allow_config_changes: Sequence[str] = (),
+) -> int:
+    """`specbench regress`: compare, print, write the JSON verdict; return the exit code.
+
+    `json_path` "-" prints only the JSON verdict (for piping into jq). Explicit percentages
+    override those in `thresholds`. Unusable input prints one line and returns 2. A thin
+    wrapper kept for callers of the old API: :func:`compare_dirs` plus :func:`publish`.
+    """
+    console = console or Console()
+    th = (thresholds or Thresholds()).with_overrides(
+        fail_pct=fail_pct, warn_pct=warn_pct, accept_fail_pct=accept_fail_pct)
+    try:
+        verdict = compare_dirs(reference_dir, candidate_dir, th, allow_config_changes)
+    except UserError as exc:
+        return publish_unusable(str(exc), console, json_path)
+    return publish(verdict, console, json_path)

@@ -1,0 +1,289 @@
+"""Reading the two runs of a comparison and checking that they can be compared.
+
+Both runs are read only through :func:`specbench.results.load_run`, and only their manifests
+and summaries: a committed reference may keep only ``manifest.json`` and ``summary.parquet``,
+so nothing here needs per-request rows. Runs measured with other settings (engine, model,
+protocol, prompts, ...) are refused with every difference listed, because a reference made
+with other values says nothing about the candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from specbench.errors import ConfigError, UserError
+from specbench.results import Run
+from specbench.stats import finite_or_none
+
+CI_LOW_COLUMN = "output_tok_s_ci_low"
+CI_HIGH_COLUMN = "output_tok_s_ci_high"
+
+
+class RegressInputError(UserError, ValueError):
+    """The two runs cannot be compared; the message says exactly what does not match."""
+
+
+@dataclass(frozen=True)
+class Samples:
+    """One point of one run, repeats pooled."""
+
+    output_tok_s: tuple[float, ...]
+    ci_low: tuple[float, ...] | None  # None when any repeat lacks its interval
+    ci_high: tuple[float, ...] | None
+    accept_length: tuple[float, ...]  # NaN repeats dropped
+    n_requests: int
+    n_errors: int
+    flags: frozenset[str]
+
+
+Key = tuple[str, str, int]  # (mode, prompt set, concurrency)
+
+
+def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
+    """Each measured point of a summary, repeats pooled."""
+    out: dict[Key, Samples] = {}
+    if summary.empty:
+        return out
+    has_ci = CI_LOW_COLUMN in summary.columns and CI_HIGH_COLUMN in summary.columns
+    # Parquet and CSV round trips may turn the level into a float; the key is an int.
+    frame = summary.assign(concurrency=pd.to_numeric(summary["concurrency"]).astype(int))
+    for (mode, prompt_set, conc), rows in frame.groupby(
+        ["mode", "prompt_set", "concurrency"], sort=True
+    ):
+        tok = tuple(finite_or_none(v) for v in rows["output_tok_s"])
+        ci_low: tuple[float, ...] | None = None
+        ci_high: tuple[float, ...] | None = None
+        if has_ci:
+            lows = [finite_or_none(v) for v in rows[CI_LOW_COLUMN]]
+            highs = [finite_or_none(v) for v in rows[CI_HIGH_COLUMN]]
+            if all(v is not None and v > 0 for v in lows) and all(v is not None for v in highs):
+                ci_low = tuple(float(v) for v in lows if v is not None)
+                ci_high = tuple(float(v) for v in highs if v is not None)
+        accept = tuple(
+            v for v in (finite_or_none(a) for a in rows["accept_length"]) if v is not None
+        )
+        flags = frozenset(
+            f for text in rows["flags"].astype(str) for f in text.split(";") if f.strip()
+        )
+        out[(str(mode), str(prompt_set), int(cast(int, conc)))] = Samples(
+            # A point that produced no number (every request failed) measured nothing: 0 tok/s.
+            output_tok_s=tuple(0.0 if v is None else v for v in tok),
+            ci_low=ci_low,
+            ci_high=ci_high,
+            accept_length=accept,
+            n_requests=int(pd.to_numeric(rows["n_requests"], errors="coerce").fillna(0).sum()),
+            n_errors=int(pd.to_numeric(rows["n_errors"], errors="coerce").fillna(0).sum()),
+            flags=flags,
+        )
+    return out
+
+
+def describe_points(keys: Iterable[Key]) -> str:
+    """'eagle3/coding c=64,128; baseline/agentic c=250'."""
+    by_group: dict[tuple[str, str], list[int]] = {}
+    for mode, prompt_set, conc in sorted(keys):
+        by_group.setdefault((mode, prompt_set), []).append(conc)
+    return "; ".join(
+        f"{mode}/{pset} c={','.join(str(c) for c in levels)}"
+        for (mode, pset), levels in by_group.items()
+    )
+
+
+# (path in the manifest config, label). These change what is measured, so a reference made
+# with other values says nothing about the candidate.
+_CONFIG_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("engine",), "engine"),
+    (("server", "model_path"), "model path"),
+    (("server", "draft_model_path"), "draft model path"),
+    (("server", "speculative_num_steps"), "speculative steps"),
+    (("server", "tp_size"), "tensor parallel size"),
+    (("load", "protocol"), "protocol"),
+    (("load", "temperature"), "temperature"),
+)
+_SIM_PROFILE_FIELD: tuple[tuple[str, ...], str] = (("sim", "profile"), "sim profile")
+
+
+def _dig(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _config_problems(
+    reference: Run, candidate: Run, allowed: Sequence[str] = (), notes: list[str] | None = None
+) -> list[str]:
+    ref_cfg = reference.manifest.get("config")
+    cand_cfg = candidate.manifest.get("config")
+    problems = []
+    for name, cfg in (("reference", ref_cfg), ("candidate", cand_cfg)):
+        if not isinstance(cfg, dict):
+            problems.append(f"the {name} manifest has no 'config' (not written by specbench sweep)")
+    if problems:
+        return problems
+    fields = list(_CONFIG_FIELDS)
+    if "sim" in (_dig(ref_cfg, ("engine",)), _dig(cand_cfg, ("engine",))):
+        fields.append(_SIM_PROFILE_FIELD)
+    for path, label in fields:
+        ref_value, cand_value = _dig(ref_cfg, path), _dig(cand_cfg, path)
+        if ref_value == cand_value:
+            continue
+        dotted = ".".join(path)
+        text = f"{label} differs ({dotted}: reference {ref_value!r}, candidate {cand_value!r})"
+        if dotted in allowed:
+            if notes is not None:
+                notes.append(f"{text}; compared anyway (--allow-config-change {dotted})")
+            continue
+        problems.append(text + f" (if intended, pass --allow-config-change {dotted})")
+    return problems
+
+
+def allowed_config_fields() -> tuple[str, ...]:
+    """Dotted manifest paths that `--allow-config-change` accepts."""
+    return tuple(".".join(path) for path, _ in (*_CONFIG_FIELDS, _SIM_PROFILE_FIELD))
+
+
+def threshold_only_levels(run: Run, keys: Iterable[Key]) -> set[Key]:
+    """Dynamic-mode points at levels outside the configured grid.
+
+    The sweep adds T-1, T, T+1 for the dynamic mode only. There the running batch size
+    straddles the switch, so whether a step drafts depends on request timing and the
+    throughput does not repeat between identical runs (measured: up to 50% apart); with an
+    auto threshold the levels themselves move. They are reported in the run, not gated.
+    """
+    grid = _dig(run.manifest, ("config", "concurrency"))
+    if not isinstance(grid, list | tuple) or not grid:
+        return set()
+    levels = {int(c) for c in grid}
+    return {k for k in keys if k[0] == "dynamic" and k[2] not in levels}
+
+
+def _prompt_set_problems(
+    reference: Run, candidate: Run, ref_sets: set[str], cand_sets: set[str], notes: list[str]
+) -> list[str]:
+    problems = []
+    missing_sets = sorted(ref_sets - cand_sets)
+    if missing_sets:
+        problems.append(
+            f"the candidate has no prompt set {', '.join(missing_sets)} "
+            f"(reference has {', '.join(sorted(ref_sets))})"
+        )
+    unverified = []
+    for name in sorted(ref_sets & cand_sets):
+        ref_hash = _dig(reference.manifest, ("prompt_sets", name, "sha256"))
+        cand_hash = _dig(candidate.manifest, ("prompt_sets", name, "sha256"))
+        if ref_hash is None and cand_hash is None:
+            unverified.append(name)
+        elif ref_hash is None or cand_hash is None:
+            side = "reference" if ref_hash is None else "candidate"
+            problems.append(
+                f"prompt set {name!r} has no sha256 in the {side} manifest, so it cannot be "
+                "shown to be the same prompts"
+            )
+        elif ref_hash != cand_hash:
+            problems.append(
+                f"prompt set {name!r} differs (sha256 {str(ref_hash)[:12]} in the reference, "
+                f"{str(cand_hash)[:12]} in the candidate)"
+            )
+    if unverified:
+        notes.append(
+            f"prompt set(s) {', '.join(unverified)} carry no sha256 in either manifest; "
+            "assumed identical"
+        )
+    return problems
+
+
+def analysis_entry(run: Run, prompt_set: str) -> dict[str, Any] | None:
+    """One prompt set's entry of the run's analysis.json, when it has an outcome."""
+    sets = (run.analysis or {}).get("prompt_sets")
+    entry = sets.get(prompt_set) if isinstance(sets, dict) else None
+    if isinstance(entry, dict) and "outcome" in entry:
+        return entry
+    return None
+
+
+@dataclass(frozen=True)
+class Comparable:
+    """Two runs checked against each other: the points to judge and what to tell the user."""
+
+    ref: dict[Key, Samples]
+    cand: dict[Key, Samples]
+    keys: list[Key]  # points in both runs that the gate judges, sorted
+    prompt_sets: list[str]  # the reference's prompt sets, sorted
+    notes: list[str]
+
+
+def _raise_problems(reference: Run, candidate: Run, ref: dict[Key, Samples],
+                    cand: dict[Key, Samples], allowed: Sequence[str],
+                    notes: list[str]) -> set[Key]:
+    """Raise RegressInputError with every mismatch; return the ungated threshold-only points."""
+    problems = _config_problems(reference, candidate, allowed, notes)
+    ref_sets = {s for _, s, _ in ref}
+    cand_sets = {s for _, s, _ in cand}
+    problems += _prompt_set_problems(reference, candidate, ref_sets, cand_sets, notes)
+    missing = sorted(k for k in ref if k not in cand and k[1] in cand_sets)
+    optional = threshold_only_levels(reference, ref)
+    if optional:
+        notes.append(f"{len(optional)} dynamic point(s) at levels the sweep added around the "
+                     f"threshold, not gated (the server switches there, so they do not repeat "
+                     f"run to run): {describe_points(optional)}")
+        missing = [k for k in missing if k not in optional]
+    if missing:
+        problems.append(f"{len(missing)} reference point(s) missing in the candidate: "
+                        f"{describe_points(missing)}")
+    if problems:
+        raise RegressInputError(
+            "cannot compare: " + "; ".join(problems)
+            + "; rerun the candidate with the reference's settings or make a new reference"
+        )
+    return optional
+
+
+def comparable(
+    reference: Run, candidate: Run, allow_config_changes: Sequence[str] = ()
+) -> Comparable:
+    """Check that two runs can be compared (raise RegressInputError if not); the points to judge.
+
+    `allow_config_changes`: dotted manifest paths (e.g. ``sim.profile``) whose difference is
+    intended, as when a planted slow profile is passed by path; they are noted, not refused.
+    """
+    unknown = sorted(set(allow_config_changes) - set(allowed_config_fields()))
+    if unknown:
+        raise ConfigError(f"--allow-config-change {', '.join(unknown)} is not a compared "
+                          f"setting; choose from {', '.join(allowed_config_fields())}")
+    ref = samples(reference.summary)
+    cand = samples(candidate.summary)
+    if not ref:
+        raise RegressInputError(
+            f"the reference run {reference.path} has no measured points "
+            "(a committed reference needs summary.parquet or points/); make a new reference"
+        )
+    notes: list[str] = []
+    optional = _raise_problems(reference, candidate, ref, cand, allow_config_changes, notes)
+    extra = sorted(k for k in cand if k not in ref)
+    if extra:
+        notes.append(f"{len(extra)} candidate point(s) not in the reference, ignored: "
+                     f"{describe_points(extra)}")
+    skipped = sorted(k for k in ref if float(np.median(ref[k].output_tok_s)) <= 0)
+    if skipped:
+        notes.append(f"reference point(s) with no throughput, skipped: {describe_points(skipped)}")
+    keys = [k for k in sorted(ref) if k not in skipped and k in cand and k not in optional]
+    if not keys:
+        raise RegressInputError(
+            f"the reference run {reference.path} has no point with a positive output tok/s; "
+            "make a new reference"
+        )
+    flagged = [
+        f"{k[0]}/{k[1]} c={k[2]} ({side}: {','.join(sorted(s.flags))})"
+        for k in keys for side, s in (("reference", ref[k]), ("candidate", cand[k])) if s.flags
+    ]
+    if flagged:
+        notes.append("flagged points (their numbers may not reflect the server): "
+                     + "; ".join(flagged))
+    return Comparable(ref, cand, keys, sorted({s for _, s, _ in ref}), notes)

@@ -1,0 +1,240 @@
+"""The verdict of a comparison: its records, as JSON (`--json`) and as Markdown.
+
+Every text a user reads about a point, group or crossover is built from these records, so the
+terminal table (:mod:`specbench.regress.render`), the JSON file and the Markdown step summary
+say the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specbench.regress.thresholds import Thresholds
+
+JSON_SCHEMA = "specbench.regress/1"
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_UNUSABLE = 2
+
+# Severity order used to combine checks: the worst one decides.
+RANK = {"ok": 0, "warn": 1, "insufficient": 2, "fail": 3}
+WORD = {"ok": "ok", "warn": "warn", "insufficient": "insufficient data", "fail": "REGRESSION"}
+
+
+def worst(statuses: Iterable[str]) -> str:
+    """The most severe of some check statuses ("ok" for none)."""
+    return max(statuses, key=RANK.__getitem__, default="ok")
+
+
+def pct(ratio: float) -> str:
+    """A ratio as a signed percentage change: 0.9 -> "-10.0%"."""
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def describe_crossover(outcome: str, c: float | None) -> str:
+    """One run's crossover in a few words: "c*=32" or "EAGLE-3 never wins"."""
+    if outcome == "crossover" and c is not None:
+        return f"c*={c:.0f}"
+    return {"eagle3_never_wins": "EAGLE-3 never wins",
+            "eagle3_always_wins": "EAGLE-3 wins everywhere"}.get(outcome, outcome)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line a user reads: what regressed (or warns) and where."""
+
+    status: str  # "fail" | "insufficient" | "warn"
+    check: str  # "output_tok_s" | "accept_length" | "error_rate" | "crossover"
+    subject: str  # "eagle3/coding" or "crossover/coding"
+    text: str
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """One (mode, prompt set, concurrency) in both runs, repeats pooled."""
+
+    mode: str
+    prompt_set: str
+    concurrency: int
+    ref_repeats: int
+    cand_repeats: int
+    ref_output_tok_s: float  # median over repeats
+    cand_output_tok_s: float
+    ratio: float  # candidate / reference
+    test: str  # "mann-whitney" | "ci-overlap" | "none"
+    p_value: float | None  # one-sided, candidate below reference; None unless mann-whitney
+    significant: bool | None  # None when no test was possible
+    log_ratio_var: float | None  # variance of log(ratio), for the geometric-mean z-test
+    ref_accept_length: float | None = None
+    cand_accept_length: float | None = None
+    accept_ratio: float | None = None
+    accept_p_value: float | None = None
+    accept_significant: bool | None = None
+    accept_log_ratio_var: float | None = None
+    status: str = "ok"
+
+    @property
+    def change_pct(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+
+@dataclass(frozen=True)
+class GroupComparison:
+    """Verdict for one mode and prompt set over all matched concurrency levels."""
+
+    mode: str
+    prompt_set: str
+    levels: tuple[int, ...]
+    geomean_ratio: float
+    geomean_p_value: float | None
+    geomean_without_worst: float | None
+    worst_concurrency: int
+    worst_ratio: float
+    accept_ratio: float | None  # geometric mean over levels; None for baseline
+    ref_error_rate: float
+    cand_error_rate: float
+    throughput_status: str
+    accept_status: str
+    error_status: str
+    status: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode}/{self.prompt_set}"
+
+
+@dataclass(frozen=True)
+class CrossoverComparison:
+    """Where EAGLE-3 stops beating the baseline, in both runs, for one prompt set."""
+
+    prompt_set: str
+    source: str  # "analysis.json" | "computed"
+    ref_outcome: str
+    cand_outcome: str
+    ref_concurrency: float | None
+    cand_concurrency: float | None
+    ref_interval: tuple[float, float] | None
+    shift_levels: float  # candidate minus reference, in concurrency-grid levels
+    status: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The whole comparison; `exit_code` is what `specbench regress` returns."""
+
+    status: str  # "ok" | "warn" | "regression" | "insufficient"
+    exit_code: int
+    reference: str
+    candidate: str
+    thresholds: Thresholds
+    groups: tuple[GroupComparison, ...]
+    crossovers: tuple[CrossoverComparison, ...]
+    points: tuple[PointComparison, ...]
+    findings: tuple[Finding, ...]  # failures first, then insufficient data, then warnings
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def messages(self) -> tuple[str, ...]:
+        return tuple(f.text for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        groups = []
+        for g in self.groups:
+            row = asdict(g)
+            row["geomean_change_pct"] = (g.geomean_ratio - 1.0) * 100.0
+            groups.append(row)
+        points = []
+        for p in self.points:
+            row = asdict(p)
+            row["change_pct"] = p.change_pct
+            points.append(row)
+        return _json_clean({
+            "schema": JSON_SCHEMA,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "reference": self.reference,
+            "candidate": self.candidate,
+            "thresholds": asdict(self.thresholds),
+            "messages": list(self.messages),
+            "findings": [asdict(f) for f in self.findings],
+            "notes": list(self.notes),
+            "groups": groups,
+            "crossovers": [asdict(c) for c in self.crossovers],
+            "points": points,
+        })
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        return markdown(self)
+
+
+def _json_clean(obj: Any) -> Any:
+    """NaN and infinities become null so the verdict is strict JSON."""
+    if isinstance(obj, dict):
+        return {k: _json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_clean(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def unusable_json(message: str) -> str:
+    """The JSON verdict when the runs cannot be compared (exit 2)."""
+    return json.dumps({"schema": JSON_SCHEMA, "status": "unusable",
+                       "exit_code": EXIT_UNUSABLE, "messages": [message]}, indent=2) + "\n"
+
+
+def accept_cell(g: GroupComparison) -> str:
+    return "-" if g.accept_ratio is None else pct(g.accept_ratio)
+
+
+def errors_cell(g: GroupComparison) -> str:
+    return f"{g.ref_error_rate:.1%} -> {g.cand_error_rate:.1%}"
+
+
+def markdown(verdict: Verdict) -> str:
+    """The verdict as GitHub-flavoured Markdown (the job's step summary)."""
+    heading = {"regression": "REGRESSION", "insufficient": "insufficient data",
+               "warn": "ok (with warnings)", "ok": "ok"}[verdict.status]
+    lines = [
+        f"## specbench regression check: {heading}",
+        "",
+        f"Reference `{verdict.reference}` vs candidate `{verdict.candidate}` "
+        f"(fail at -{verdict.thresholds.fail_pct:g}% output tok/s, "
+        f"-{verdict.thresholds.accept_fail_pct:g}% accept length).",
+        "",
+        "| mode/prompt set | levels | output tok/s (geomean) | worst point | accept length "
+        "| error rate | verdict |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for g in verdict.groups:
+        lines.append(
+            f"| {g.label} | {len(g.levels)} | {pct(g.geomean_ratio)} | "
+            f"c={g.worst_concurrency} {pct(g.worst_ratio)} | {accept_cell(g)} | "
+            f"{errors_cell(g)} | {WORD[g.status]} |"
+        )
+    if verdict.crossovers:
+        lines += ["", "| prompt set | reference | candidate | shift (levels) | verdict |",
+                  "|---|---|---|---:|---|"]
+        for x in verdict.crossovers:
+            lines.append(
+                f"| {x.prompt_set} | {describe_crossover(x.ref_outcome, x.ref_concurrency)} | "
+                f"{describe_crossover(x.cand_outcome, x.cand_concurrency)} | "
+                f"{x.shift_levels:+.1f} | {WORD[x.status]} |"
+            )
+    if verdict.messages:
+        lines += ["", *[f"- {m}" for m in verdict.messages]]
+    if verdict.notes:
+        lines += ["", "<details><summary>notes</summary>", "",
+                  *[f"- {n}" for n in verdict.notes], "", "</details>"]
+    lines.append("")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,245 @@
+"""Synthetic run directories for the analysis, plot, report and regress tests.
+
+Every builder writes a real run directory through :mod:`specbench.results` (point files with
+per-request rows, manifest, summary), so the code under test reads it exactly as it reads a
+measured run.
+
+- :func:`make_run` (with :func:`static_curves`, :func:`baseline_curve` and
+  :func:`ratio_crossing_at`): curves given per (mode, prompt set), for the analysis, the
+  figures and the report.
+- :func:`make_regress_run` (with :func:`model_tok_s`, :func:`scaled` and
+  :func:`with_repeat_noise`): a run as `specbench sweep` leaves it, with prompt-set hashes and
+  the settings the regression gate compares.
+- :func:`rounded_json`: JSON with floats cut to ten digits, before a snapshot compares it
+  (:func:`tests.snapshot.assert_snapshot`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench import config, results
+from specbench.config import SweepConfig, to_dict
+from specbench.results import SCHEMA_VERSION, PointKey, rebuild_summary, write_point
+from specbench.results.store import write_json
+
+GRID = (1, 2, 4, 8, 16, 64, 128)
+Curve = Mapping[int, "float | Sequence[float]"]
+
+
+# ---------------------------------------------------------------------------------------------
+# snapshot normalisation
+
+
+def rounded_json(text: str, digits: int = 10) -> str:
+    """JSON text with every float rounded to `digits` significant digits.
+
+    The last digits of a float depend on the order of floating-point operations (and numpy's
+    SIMD paths differ between machines), not on anything a user reads; ten digits still pin
+    every printed number.
+    """
+
+    def rounded(obj: Any) -> Any:
+        if isinstance(obj, float):
+            return float(f"{obj:.{digits}g}")
+        if isinstance(obj, list):
+            return [rounded(v) for v in obj]
+        if isinstance(obj, dict):
+            return {k: rounded(v) for k, v in obj.items()}
+        return obj
+
+    return json.dumps(rounded(json.loads(text)), indent=2) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# curves for the analysis, figures and report
+
+
+def baseline_curve(c: float) -> float:
+    """A saturating baseline: 150 tok/s per user, knee at 64 users."""
+    return 150.0 * c / (1.0 + c / 64.0)
+
+
+def ratio_crossing_at(c_star: float, slope: float = 0.2) -> Callable[[float], float]:
+    """r(c) linear in log2 c, equal to 1 at c_star."""
+    return lambda c: 1.0 + slope * (math.log2(c_star) - math.log2(c))
+
+
+def make_run(
+    root: Path,
+    curves: Mapping[tuple[str, str], Curve],
+    *,
+    running: Mapping[tuple[str, str], Mapping[int, float]] | None = None,
+    ci_rel: float | None = 0.02,
+    window_s: float = 10.0,
+    n_requests: int = 24,
+    accept_length: float = 3.0,
+    flags: Mapping[tuple[str, str, int], str] | None = None,
+    threshold: int | None = None,
+) -> Path:
+    """Write <root>/run; a curve maps c to tok/s (or one tok/s per repeat).
+
+    ci_rel sets output_tok_s_ci_low/high to ±ci_rel of the value; None leaves the columns out,
+    so a single repeat carries no measure of its noise.
+    """
+    run_dir = root / "run"
+    rng = np.random.default_rng(7)
+    modes = sorted({m for m, _ in curves})
+    sets = sorted({s for _, s in curves})
+    levels = sorted({c for curve in curves.values() for c in curve})
+    cfg = SweepConfig(modes=tuple(modes), prompt_sets=tuple(sets), concurrency=tuple(levels),
+                      threshold=threshold)
+    manifest = {
+        "schema_version": SCHEMA_VERSION,
+        "config": to_dict(cfg),
+        "modes": {m: {"argv": ["--model-path", "m"]} for m in modes},
+    }
+    write_json(run_dir / "manifest.json", manifest)
+    for (mode, prompt_set), curve in curves.items():
+        for c, values in curve.items():
+            per_repeat = [values] if isinstance(values, (int, float)) else list(values)
+            for repeat, tok_s in enumerate(per_repeat):
+                weights = rng.uniform(0.5, 1.5, n_requests)
+                window_tokens = np.round(weights / weights.sum() * tok_s * window_s)
+                completion = window_tokens + 20
+                spec = mode != "baseline"
+                # Category b accepts less, as agentic tool calls do.
+                category = np.where(np.arange(n_requests) % 2 == 0, "a", "b")
+                accept = np.where(category == "a", accept_length, accept_length - 1.0)
+                t_send_s = np.linspace(-1.0, window_s - 2.0, n_requests)
+                t_end_s = t_send_s + 1.0
+                requests = pd.DataFrame({
+                    "request_id": [f"r{i}" for i in range(n_requests)],
+                    "category": category,
+                    "status": "ok",
+                    "t_send_s": t_send_s,
+                    "t_end_s": t_end_s,
+                    "e2e_ms": np.full(n_requests, 1000.0),
+                    "finished_in_window": (t_end_s > 0) & (t_end_s <= window_s),
+                    "completion_tokens": completion,
+                    "spec_verify_ct": np.round(completion / accept) if spec else np.nan,
+                    "window_tokens": window_tokens,
+                })
+                run_c = (running or {}).get((mode, prompt_set), {}).get(c, float("nan"))
+                summary = {
+                    "n_requests": n_requests, "n_errors": 0, "window_s": window_s,
+                    "output_tok_s": float(tok_s), "requests_per_s": n_requests / window_s,
+                    "ttft_ms_p50": 20.0 + c, "ttft_ms_p99": 40.0 + 2 * c,
+                    "itl_ms_p50": (5.0 if spec else 8.0) + 0.05 * c,
+                    "itl_ms_p99": (9.0 if spec else 12.0) + 0.1 * c,
+                    "e2e_ms_p50": 1000.0, "accept_length": accept_length if spec else None,
+                    "server_output_tok_s": float(tok_s), "server_running_reqs_mean": run_c,
+                    "flags": (flags or {}).get((mode, prompt_set, c), ""),
+                }
+                if ci_rel is not None:
+                    summary["output_tok_s_ci_low"] = tok_s * (1 - ci_rel)
+                    summary["output_tok_s_ci_high"] = tok_s * (1 + ci_rel)
+                write_point(run_dir, PointKey(mode, prompt_set, c, repeat), requests, summary)
+    rebuild_summary(run_dir)
+    return run_dir
+
+
+def static_curves(
+    ratio: Callable[[float], float], prompt_set: str = "coding", levels: Sequence[int] = GRID,
+) -> dict[tuple[str, str], dict[int, float]]:
+    return {
+        ("baseline", prompt_set): {c: baseline_curve(c) for c in levels},
+        ("eagle3", prompt_set): {c: baseline_curve(c) * ratio(c) for c in levels},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# runs for the regression gate
+
+REGRESS_LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
+REGRESS_SETS = ("coding", "agentic")
+REGRESS_MODES = ("baseline", "eagle3")
+
+Tok = Callable[[str, str, int, int], float]
+
+
+def model_tok_s(mode: str, prompt_set: str, c: int, repeat: int) -> float:
+    """Baseline saturating in c; EAGLE-3 speedup 1.6x at c=1 falling to 1.0 at c=32."""
+    base = 90.0 * c / (1 + c / 64)
+    if mode == "baseline":
+        return base
+    return base * (1.6 - 0.12 * math.log2(c))
+
+
+def model_accept(mode: str, prompt_set: str, c: int, repeat: int) -> float | None:
+    if mode == "baseline":
+        return None
+    return 3.2 if prompt_set == "coding" else 2.6
+
+
+def make_regress_run(
+    path: Path,
+    tok: Tok = model_tok_s,
+    *,
+    accept: Callable[[str, str, int, int], float | None] = model_accept,
+    levels: tuple[int, ...] = REGRESS_LEVELS,
+    modes: tuple[str, ...] = REGRESS_MODES,
+    sets: tuple[str, ...] = REGRESS_SETS,
+    repeats: int = 1,
+    ci_pct: float | None = 2.0,
+    errors: Callable[[str, str, int], int] = lambda m, s, c: 0,
+    sim_profile: str = config.SIM_DEFAULT_PROFILE,
+    model_path: str = "meta-llama/Llama-3.1-8B-Instruct",
+    hashes: dict[str, str | None] | None = None,
+    analysis: dict[str, Any] | None = None,
+    keep_points: bool = True,
+) -> Path:
+    """A run directory as `specbench sweep` writes it; ci_pct None leaves out the CI columns."""
+    cfg = config.SweepConfig(
+        modes=modes, prompt_sets=sets, concurrency=levels,
+        server=config.ServerConfig(model_path=model_path),
+        sim=config.SimConfig(profile=sim_profile),
+        load=config.LoadConfig(repeats=repeats),
+    )
+    hashes = hashes if hashes is not None else {s: f"sha-{s}" for s in sets}
+    manifest = {
+        "schema_version": results.SCHEMA_VERSION,
+        "config": config.to_dict(cfg),
+        "prompt_sets": {s: ({"sha256": h} if h is not None else {}) for s, h in hashes.items()},
+    }
+    write_json(path / "manifest.json", manifest)
+    for mode in modes:
+        for pset in sets:
+            for c in levels:
+                for r in range(repeats):
+                    value = tok(mode, pset, c, r)
+                    summary: dict[str, Any] = {
+                        "n_requests": 50, "n_errors": errors(mode, pset, c), "window_s": 8.0,
+                        "output_tok_s": value, "requests_per_s": value / 200,
+                        "accept_length": accept(mode, pset, c, r) or math.nan, "flags": "",
+                    }
+                    if ci_pct is not None:
+                        summary["output_tok_s_ci_low"] = value * (1 - ci_pct / 100)
+                        summary["output_tok_s_ci_high"] = value * (1 + ci_pct / 100)
+                    rows = pd.DataFrame({"window_tokens": [100, 120, 90]})
+                    key = results.PointKey(mode, pset, c, r)
+                    results.write_point(path, key, rows, summary)
+    results.rebuild_summary(path)
+    if analysis is not None:
+        write_json(path / "analysis.json", analysis)
+    if not keep_points:
+        # A committed reference keeps only manifest.json and the summary.
+        shutil.rmtree(path / "points")
+    return path
+
+
+def scaled(factor: Callable[[str, str, int, int], float], tok: Tok = model_tok_s) -> Tok:
+    return lambda m, s, c, r: tok(m, s, c, r) * factor(m, s, c, r)
+
+
+def with_repeat_noise(tok: Tok, pct: float = 1.0) -> Tok:
+    """Distinct values per repeat (no ties), within +-pct%."""
+    return lambda m, s, c, r: tok(m, s, c, r) * (1 + pct / 100 * (r - 1))
