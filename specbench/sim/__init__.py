@@ -1,8 +1,17 @@
 """Simulated SGLang 0.5.23 server: same flags and HTTP API, GPU step times from a cost model.
 
 `python -m specbench.sim <sglang flags> [--sim-*]` is a drop-in for `sglang serve` on a machine
-without a GPU: specbench's sweeps, tests and CI run against it. Modules: `args` (flags and
-SGLang's resolution rules), `costmodel` (step-time model and profiles), `workload` (prompt ->
-token counts, output length, acceptance), `scheduler` (continuous batching on a virtual clock),
-`server` (aiohttp app and entry point).
+without a GPU: specbench's sweeps, tests and CI run against it. Modules, from the command line
+inwards:
+
+* `cli` (process entry: start-up lines, serve until a signal), `args` (flags and SGLang's
+  resolution rules), `logs` (SGLang-style log lines), `lifecycle` (die with the parent);
+* `app` (aiohttp app: routes, readiness, introspection), `openai_api` and `native_api` (the
+  generation endpoints), `generation` (what they share), `streaming` (the SSE engine),
+  `prometheus` (`/metrics`), `faults` (--sim-* fault injection);
+* `scheduler` (continuous batching on a virtual clock), `request` (one request), `adaptive`
+  (SGLang's adaptive step policy), `stats` (counters and diagnostics), `groundtruth` (what was
+  really emitted), `prefixcache` (the radix cache model);
+* `costmodel` (step-time model and profiles), `workload` (prompt -> token counts, output
+  length, acceptance, filler text).
 """

@@ -10,9 +10,9 @@ from specbench.sim.lifecycle import set_parent_death_signal
 def main(argv: list[str] | None = None) -> int:
     """Arm the parent-death signal first, then import and run the server (exit code)."""
     set_parent_death_signal()
-    from specbench.sim.server import main as serve_main
+    from specbench.sim.cli import main as cli_main
 
-    return serve_main(argv)
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -18,33 +18,19 @@ raise :class:`StartupError` carrying the exit code and the lines SGLang would pr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from specbench.sim.adaptive import SlotConfig, load_adaptive_config
 from specbench.sim.costmodel import DEFAULT_PROFILE, Profile
 
 SIM_VERSION = "0.5.23-sim"
 EAGLE_FAMILY = ("EAGLE", "EAGLE3")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
-ADAPTIVE_SLOT_DEFAULTS: dict[str, float] = {
-    "ema_alpha": 0.2,
-    "update_interval": 5,
-    "warmup_batches": 10,
-    "down_hysteresis": -0.25,
-    "up_hysteresis": 0.0,
-    "ceiling_coeff": 0.0,
-}
-# SGLang's built-in adaptive config, used by a bare --speculative-adaptive.
-DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
-    "1": {"candidate_steps": [1, 3, 5, 7]},
-    "8": {"candidate_steps": [0, 1, 3], "down_hysteresis": 0.0},
-    "32": {"candidate_steps": [0, 1], "down_hysteresis": 0.0},
-    "64": {"candidate_steps": [0]},
-}
 SKIP_ZERO_STEP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
+# What the EAGLE family caps --max-running-requests at when the user did not choose.
+SPEC_MAX_RUNNING = 48
 
 
 class StartupError(Exception):
@@ -54,20 +40,6 @@ class StartupError(Exception):
         super().__init__(lines[-1] if lines else "startup error")
         self.exit_code = exit_code
         self.lines = lines
-
-
-@dataclass(frozen=True)
-class SlotConfig:
-    """One batch-size slot of the adaptive config (key = smallest batch size it serves)."""
-
-    key: int
-    candidate_steps: tuple[int, ...]
-    ema_alpha: float = 0.2
-    update_interval: int = 5
-    warmup_batches: int = 10
-    down_hysteresis: float = -0.25
-    up_hysteresis: float = 0.0
-    ceiling_coeff: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -155,6 +127,98 @@ def _rate(text: str) -> float:
     return value
 
 
+_INT: dict[str, Any] = {"type": int}
+_SWITCH: dict[str, Any] = {"action": "store_true"}
+_NO_EFFECT = "accepted; no effect in the simulator"
+# Real SGLang flags that change nothing in the model; accepted so a harness can pass them.
+IGNORED_VALUE_FLAGS = (
+    "--dtype",
+    "--attention-backend",
+    "--page-size",
+    "--kv-cache-dtype",
+    "--watchdog-timeout",
+    "--speculative-draft-load-format",
+)
+IGNORED_SWITCHES = ("--disable-cuda-graph", "--disable-overlap-schedule")
+
+# (option strings, add_argument keywords) in --help order. Prefix abbreviations stay on, as
+# in SGLang, so the set of names decides which abbreviations are ambiguous.
+SGLANG_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--model-path --model", {"dest": "model_path", "required": True}),
+    ("--tokenizer-path", {}),
+    ("--host", {"default": "127.0.0.1"}),
+    ("--port", {"type": int, "default": 30000}),
+    ("--tp-size --tensor-parallel-size", {"dest": "tp_size", "type": int, "default": 1}),
+    ("--max-running-requests", _INT),
+    ("--enable-metrics", _SWITCH),
+    ("--speculative-algorithm", {}),
+    (
+        "--speculative-draft-model-path --speculative-draft-model",
+        {"dest": "speculative_draft_model_path"},
+    ),
+    ("--speculative-num-steps", _INT),
+    ("--speculative-eagle-topk", _INT),
+    ("--speculative-num-draft-tokens", _INT),
+    ("--speculative-adaptive", _SWITCH),
+    ("--speculative-adaptive-config", {}),
+    ("--cuda-graph-bs-decode", {"type": int, "nargs": "+"}),
+    ("--cuda-graph-max-bs-decode", _INT),
+    ("--cuda-graph-max-bs-prefill", _INT),
+    ("--chunked-prefill-size", _INT),
+    ("--random-seed", _INT),
+    ("--log-level", {"default": "info"}),
+    ("--served-model-name", {}),
+    ("--skip-server-warmup", _SWITCH),
+    ("--mem-fraction-static", {"type": float}),
+    ("--trust-remote-code", _SWITCH),
+    ("--load-format", {"default": "auto"}),
+    ("--context-length", _INT),
+    ("--decode-log-interval", {"type": int, "default": 40}),
+    *((flag, {"help": _NO_EFFECT}) for flag in IGNORED_VALUE_FLAGS),
+    ("--disable-radix-cache", {**_SWITCH, "help": "no prefix cache"}),
+    (
+        "--enable-cache-report",
+        {
+            **_SWITCH,
+            "help": "report usage.prompt_tokens_details.cached_tokens in OpenAI responses",
+        },
+    ),
+    *((flag, {**_SWITCH, "help": _NO_EFFECT}) for flag in IGNORED_SWITCHES),
+)
+SIM_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    (
+        "--sim-profile",
+        {"default": DEFAULT_PROFILE, "help": "bundled profile name or path to a profile TOML"},
+    ),
+    (
+        "--sim-time-scale",
+        {
+            "type": _positive_float,
+            "default": 1.0,
+            "help": "S > 1 runs faster than real time: real sleep = model time / S",
+        },
+    ),
+    (
+        "--sim-seed",
+        {
+            "type": int,
+            "default": 0,
+            "help": "seed of output lengths, acceptance and text (same across modes)",
+        },
+    ),
+    ("--sim-crash-after-requests", _INT),
+    ("--sim-crash-after-s", {"type": _non_negative_float}),
+    ("--sim-error-rate", {"type": _rate, "default": 0.0}),
+    ("--sim-truncate-rate", {"type": _rate, "default": 0.0}),
+    ("--sim-malformed-rate", {"type": _rate, "default": 0.0}),
+    ("--sim-stall-after-tokens", _INT),
+    ("--sim-stall-s", {"type": _non_negative_float, "default": 0.0}),
+    ("--sim-slow-start-s", {"type": _non_negative_float, "default": 0.0}),
+    ("--sim-fail-start", {"metavar": "LINE"}),
+    ("--sim-cap-running", _INT),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """SGLang-compatible flags (prefix abbreviations allowed, as in SGLang) and --sim-*."""
     parser = argparse.ArgumentParser(
@@ -163,148 +227,28 @@ def build_parser() -> argparse.ArgumentParser:
         "`sglang serve` for what it models; --sim-* flags control the simulation.",
         allow_abbrev=True,
     )
-    add = parser.add_argument
-    add("--model-path", "--model", dest="model_path", required=True)
-    add("--tokenizer-path", default=None)
-    add("--host", default="127.0.0.1")
-    add("--port", type=int, default=30000)
-    add("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
-    add("--max-running-requests", type=int, default=None)
-    add("--enable-metrics", action="store_true")
-    add("--speculative-algorithm", default=None)
-    add(
-        "--speculative-draft-model-path",
-        "--speculative-draft-model",
-        dest="speculative_draft_model_path",
-        default=None,
-    )
-    add("--speculative-num-steps", type=int, default=None)
-    add("--speculative-eagle-topk", type=int, default=None)
-    add("--speculative-num-draft-tokens", type=int, default=None)
-    add("--speculative-adaptive", action="store_true")
-    add("--speculative-adaptive-config", default=None)
-    add("--cuda-graph-bs-decode", type=int, nargs="+", default=None)
-    add("--cuda-graph-max-bs-decode", type=int, default=None)
-    add("--cuda-graph-max-bs-prefill", type=int, default=None)
-    add("--chunked-prefill-size", type=int, default=None)
-    add("--random-seed", type=int, default=None)
-    add("--log-level", default="info")
-    add("--served-model-name", default=None)
-    add("--skip-server-warmup", action="store_true")
-    add("--mem-fraction-static", type=float, default=None)
-    add("--trust-remote-code", action="store_true")
-    add("--load-format", default="auto")
-    add("--context-length", type=int, default=None)
-    add("--decode-log-interval", type=int, default=40)
-    # Real SGLang flags that change nothing in the model; accepted so a harness can pass them.
-    for flag in (
-        "--dtype",
-        "--attention-backend",
-        "--page-size",
-        "--kv-cache-dtype",
-        "--watchdog-timeout",
-        "--speculative-draft-load-format",
-    ):
-        add(flag, default=None, help="accepted; no effect in the simulator")
-    add("--disable-radix-cache", action="store_true", help="no prefix cache")
-    add(
-        "--enable-cache-report",
-        action="store_true",
-        help="report usage.prompt_tokens_details.cached_tokens in OpenAI responses",
-    )
-    for flag in ("--disable-cuda-graph", "--disable-overlap-schedule"):
-        add(flag, action="store_true", help="accepted; no effect in the simulator")
-
+    for names, kwargs in SGLANG_FLAGS:
+        parser.add_argument(*names.split(), **kwargs)
     sim = parser.add_argument_group("simulation (specbench only)")
-    sim.add_argument(
-        "--sim-profile",
-        default=DEFAULT_PROFILE,
-        help="bundled profile name or path to a profile TOML",
-    )
-    sim.add_argument(
-        "--sim-time-scale",
-        type=_positive_float,
-        default=1.0,
-        help="S > 1 runs faster than real time: real sleep = model time / S",
-    )
-    sim.add_argument(
-        "--sim-seed",
-        type=int,
-        default=0,
-        help="seed of output lengths, acceptance and text (same across modes)",
-    )
-    sim.add_argument("--sim-crash-after-requests", type=int, default=None)
-    sim.add_argument("--sim-crash-after-s", type=_non_negative_float, default=None)
-    sim.add_argument("--sim-error-rate", type=_rate, default=0.0)
-    sim.add_argument("--sim-truncate-rate", type=_rate, default=0.0)
-    sim.add_argument("--sim-malformed-rate", type=_rate, default=0.0)
-    sim.add_argument("--sim-stall-after-tokens", type=int, default=None)
-    sim.add_argument("--sim-stall-s", type=_non_negative_float, default=0.0)
-    sim.add_argument("--sim-slow-start-s", type=_non_negative_float, default=0.0)
-    sim.add_argument("--sim-fail-start", default=None, metavar="LINE")
-    sim.add_argument("--sim-cap-running", type=int, default=None)
+    for names, kwargs in SIM_FLAGS:
+        sim.add_argument(*names.split(), **kwargs)
     return parser
 
 
-def load_adaptive_config(path: str | None) -> tuple[SlotConfig, ...]:
-    """Read SGLang's adaptive JSON: digit keys are slots; other top-level keys are defaults.
-
-    Only `candidate_steps` is validated (non-empty list of ints >= 0), as in SGLang; anything
-    wrong raises ValueError with SGLang-like wording.
-    """
-    if path is None:
-        raw: Any = DEFAULT_ADAPTIVE_CONFIG
-    else:
-        try:
-            raw = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise FileNotFoundError(f"[Errno 2] No such file or directory: {path!r}") from None
-    if not isinstance(raw, dict):
-        raise ValueError(
-            f"Adaptive speculative config must be a JSON object, got {type(raw).__name__}"
-        )
-    defaults = {k: v for k, v in raw.items() if not str(k).isdigit()}
-    slots: list[SlotConfig] = []
-    for key, entry in raw.items():
-        if not str(key).isdigit():
-            continue
-        if not isinstance(entry, dict):
-            raise ValueError(f"Adaptive config slot {key!r} must be an object with candidate_steps")
-        merged = {**ADAPTIVE_SLOT_DEFAULTS, **defaults, **entry}
-        steps = merged.get("candidate_steps")
-        if (
-            not isinstance(steps, list)
-            or not steps
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps)
-        ):
-            raise ValueError(
-                f"Adaptive config slot {key!r}: candidate_steps must be a non-empty list of "
-                f"ints >= 0, got {steps!r}"
-            )
-        slots.append(
-            SlotConfig(
-                key=int(key),
-                candidate_steps=tuple(sorted(set(steps))),
-                ema_alpha=float(merged["ema_alpha"]),
-                update_interval=max(1, int(merged["update_interval"])),
-                warmup_batches=int(merged["warmup_batches"]),
-                down_hysteresis=float(merged["down_hysteresis"]),
-                up_hysteresis=float(merged["up_hysteresis"]),
-                ceiling_coeff=float(merged["ceiling_coeff"]),
-            )
-        )
-    if not slots:
-        raise ValueError(
-            'Adaptive speculative config has no batch-size slot (digit keys such as "1")'
-        )
-    return tuple(sorted(slots, key=lambda s: s.key))
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
 
 
-def _auto_spec_params(profile: Profile) -> tuple[int, int, int]:
-    # SGLang picks (5, 4, 8) for Llama and Grok targets, (3, 1, 4) for everything else.
-    if profile.architecture in ("LlamaForCausalLM", "Grok1ForCausalLM"):
-        return 5, 4, 8
-    return 3, 1, 4
+@dataclass(frozen=True)
+class SpeculativeParams:
+    """The speculative arguments after SGLang's resolution (all None when it is off)."""
+
+    algorithm: str | None = None
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
+    adaptive: bool = False
+    adaptive_slots: tuple[SlotConfig, ...] = ()
 
 
 def resolve(
@@ -316,153 +260,10 @@ def resolve(
     """Apply SGLang 0.5.23's resolution rules to the parsed flags."""
     env = dict(os.environ) if env is None else env
     log: list[tuple[str, str]] = []
-    algo = ns.speculative_algorithm.upper() if ns.speculative_algorithm else None
-    if algo == "NEXTN":
-        algo = "EAGLE"
-    if algo is not None and algo not in EAGLE_FAMILY:
-        if algo in SPEC_ALGORITHMS:
-            raise StartupError(
-                2,
-                f"specbench.sim: --speculative-algorithm {algo} is not modelled; "
-                "use EAGLE or EAGLE3 (or a real SGLang server)",
-            )
-        raise StartupError(
-            2,
-            "error: argument --speculative-algorithm: invalid choice: "
-            f"{ns.speculative_algorithm!r} (choose from {', '.join(SPEC_ALGORITHMS)})",
-        )
-    steps = ns.speculative_num_steps
-    topk = ns.speculative_eagle_topk
-    draft_tokens = ns.speculative_num_draft_tokens
-    adaptive = bool(ns.speculative_adaptive)
-    slots: tuple[SlotConfig, ...] = ()
-    max_running = ns.max_running_requests
-
-    if algo is None:
-        if adaptive:
-            log.append(
-                (
-                    "warning",
-                    "speculative_adaptive disabled: speculative decoding is off. "
-                    "Falling back to static speculative params.",
-                )
-            )
-            adaptive = False
-        steps = topk = draft_tokens = None
-    else:
-        if not ns.speculative_draft_model_path:
-            raise StartupError(
-                1,
-                f"ValueError: --speculative-draft-model-path is required for "
-                f"--speculative-algorithm {algo}",
-            )
-        # 1. The adaptive block runs before the per-algorithm handler.
-        if adaptive and topk is not None and topk != 1:
-            log.append(
-                (
-                    "warning",
-                    f"speculative_adaptive disabled: speculative_eagle_topk={topk} is not "
-                    "supported (adaptive requires topk == 1). "
-                    "Falling back to static speculative params.",
-                )
-            )
-            adaptive = False
-        if adaptive:
-            try:
-                slots = load_adaptive_config(ns.speculative_adaptive_config)
-            except (ValueError, FileNotFoundError) as exc:
-                raise StartupError(1, f"{type(exc).__name__}: {exc}") from None
-            union = sorted({s for slot in slots for s in slot.candidate_steps})
-            topk = 1
-            if steps is None:
-                steps = union[len(union) // 2]
-            elif steps not in union:
-                raise StartupError(
-                    1,
-                    f"ValueError: --speculative-num-steps={steps} is not in the adaptive config "
-                    f"candidate_steps {union}",
-                )
-            draft_tokens = steps + 1
-        # 2. The EAGLE family caps the batch when the user did not choose.
-        if max_running is None:
-            max_running = 48
-            log.append(
-                (
-                    "info",
-                    "Max running requests is reset to 48 for speculative decoding. You can "
-                    "override this by explicitly setting --max-running-requests.",
-                )
-            )
-        # 3. Auto choice when nothing is given (static only).
-        if not adaptive and steps is None:
-            if topk is not None or draft_tokens is not None:
-                raise StartupError(
-                    1,
-                    "Traceback (most recent call last):",
-                    '  File "sglang/srt/arg_groups/speculative_hook.py", line 1160, in '
-                    "_handle_eagle_family  [simulated by specbench.sim: pass "
-                    "--speculative-num-steps together with --speculative-eagle-topk and "
-                    "--speculative-num-draft-tokens]",
-                    "AssertionError",
-                )
-            steps, topk, draft_tokens = _auto_spec_params(profile)
-            log.append(
-                (
-                    "info",
-                    f"Auto-chosen speculative params: num_steps={steps}, eagle_topk={topk}, "
-                    f"num_draft_tokens={draft_tokens}",
-                )
-            )
-        if topk is None:
-            topk = 1
-        # 4. A chain (topk 1) verifies exactly steps + 1 tokens.
-        if topk == 1 and draft_tokens != steps + 1:
-            if draft_tokens is not None:
-                log.append(
-                    (
-                        "warning",
-                        f"speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 = "
-                        f"{steps + 1} because speculative_eagle_topk == 1 (was {draft_tokens}).",
-                    )
-                )
-            draft_tokens = steps + 1
-        if draft_tokens is None:
-            draft_tokens = steps + 1
+    spec, max_running = _resolve_speculative(ns, profile, log)
     if max_running is None:
         max_running = profile.memory.default_max_running_requests
-
-    for name, value in (("--max-running-requests", max_running), ("--port", ns.port)):
-        if value is not None and value <= 0:
-            raise StartupError(2, f"specbench.sim: {name} must be positive, got {value}")
-    if ns.cuda_graph_bs_decode is not None and any(b <= 0 for b in ns.cuda_graph_bs_decode):
-        raise StartupError(2, "specbench.sim: --cuda-graph-bs-decode sizes must be positive")
-
-    faults = FaultOptions(
-        crash_after_requests=ns.sim_crash_after_requests,
-        crash_after_s=ns.sim_crash_after_s,
-        error_rate=ns.sim_error_rate,
-        truncate_rate=ns.sim_truncate_rate,
-        malformed_rate=ns.sim_malformed_rate,
-        stall_after_tokens=ns.sim_stall_after_tokens,
-        stall_s=ns.sim_stall_s,
-        slow_start_s=ns.sim_slow_start_s,
-        fail_start=ns.sim_fail_start,
-        cap_running=ns.sim_cap_running,
-    )
-    ignored = tuple(
-        flag
-        for flag, value in (
-            ("--dtype", ns.dtype),
-            ("--attention-backend", ns.attention_backend),
-            ("--page-size", ns.page_size),
-            ("--kv-cache-dtype", ns.kv_cache_dtype),
-            ("--watchdog-timeout", ns.watchdog_timeout),
-            ("--speculative-draft-load-format", ns.speculative_draft_load_format),
-            ("--disable-cuda-graph", ns.disable_cuda_graph or None),
-            ("--disable-overlap-schedule", ns.disable_overlap_schedule or None),
-        )
-        if value is not None
-    )
+    _check_sizes(ns, max_running)
     return ServerSettings(
         model_path=ns.model_path,
         served_model_name=ns.served_model_name or ns.model_path,
@@ -482,14 +283,14 @@ def resolve(
         load_format=ns.load_format,
         trust_remote_code=bool(ns.trust_remote_code),
         decode_log_interval=max(1, ns.decode_log_interval),
-        speculative_algorithm=algo,
-        speculative_draft_model_path=ns.speculative_draft_model_path if algo else None,
-        speculative_num_steps=steps,
-        speculative_eagle_topk=topk,
-        speculative_num_draft_tokens=draft_tokens,
-        speculative_adaptive=adaptive,
+        speculative_algorithm=spec.algorithm,
+        speculative_draft_model_path=ns.speculative_draft_model_path if spec.algorithm else None,
+        speculative_num_steps=spec.num_steps,
+        speculative_eagle_topk=spec.eagle_topk,
+        speculative_num_draft_tokens=spec.num_draft_tokens,
+        speculative_adaptive=spec.adaptive,
         speculative_adaptive_config=ns.speculative_adaptive_config,
-        adaptive_slots=slots,
+        adaptive_slots=spec.adaptive_slots,
         cuda_graph_bs_decode=tuple(sorted(set(ns.cuda_graph_bs_decode)))
         if ns.cuda_graph_bs_decode
         else None,
@@ -499,10 +300,198 @@ def resolve(
         sim_profile=ns.sim_profile,
         sim_time_scale=ns.sim_time_scale,
         sim_seed=ns.sim_seed,
-        faults=faults,
+        faults=_faults(ns),
         disable_radix_cache=bool(ns.disable_radix_cache),
         enable_cache_report=bool(ns.enable_cache_report),
         argv=argv,
-        ignored_flags=ignored,
+        ignored_flags=_ignored(ns),
         startup_log=tuple(log),
     )
+
+
+def _resolve_speculative(
+    ns: argparse.Namespace, profile: Profile, log: list[tuple[str, str]]
+) -> tuple[SpeculativeParams, int | None]:
+    """SGLang's four steps, in its order; returns the parameters and max running requests.
+
+    Warnings and notes go to `log` in the order SGLang prints them.
+    """
+    algo = _algorithm(ns.speculative_algorithm)
+    max_running: int | None = ns.max_running_requests
+    if algo is None:
+        if ns.speculative_adaptive:
+            log.append(
+                (
+                    "warning",
+                    "speculative_adaptive disabled: speculative decoding is off. "
+                    "Falling back to static speculative params.",
+                )
+            )
+        return SpeculativeParams(), max_running
+    if not ns.speculative_draft_model_path:
+        raise StartupError(
+            1,
+            f"ValueError: --speculative-draft-model-path is required for "
+            f"--speculative-algorithm {algo}",
+        )
+    steps: int | None = ns.speculative_num_steps
+    topk: int | None = ns.speculative_eagle_topk
+    draft_tokens: int | None = ns.speculative_num_draft_tokens
+    # 1. The adaptive block runs before the per-algorithm handler.
+    slots = _adaptive_slots(ns, topk, log)
+    if slots is not None:
+        topk = 1
+        steps = _adaptive_initial_steps(steps, slots)
+        draft_tokens = steps + 1
+    # 2. The EAGLE family caps the batch when the user did not choose.
+    if max_running is None:
+        max_running = SPEC_MAX_RUNNING
+        log.append(
+            (
+                "info",
+                f"Max running requests is reset to {SPEC_MAX_RUNNING} for speculative decoding. "
+                "You can override this by explicitly setting --max-running-requests.",
+            )
+        )
+    # 3. Auto choice when nothing is given (only static gets here: adaptive has chosen).
+    if steps is None:
+        steps, topk, draft_tokens = _auto_choice(profile, topk, draft_tokens, log)
+    if topk is None:
+        topk = 1
+    # 4. A chain (topk 1) verifies exactly steps + 1 tokens.
+    draft_tokens = _chain_draft_tokens(steps, topk, draft_tokens, log)
+    params = SpeculativeParams(
+        algo, steps, topk, draft_tokens, slots is not None, slots if slots is not None else ()
+    )
+    return params, max_running
+
+
+def _algorithm(name: str | None) -> str | None:
+    """--speculative-algorithm, upper-cased, NEXTN as EAGLE; only the EAGLE family is modelled."""
+    algo = name.upper() if name else None
+    if algo == "NEXTN":
+        algo = "EAGLE"
+    if algo is None or algo in EAGLE_FAMILY:
+        return algo
+    if algo in SPEC_ALGORITHMS:
+        raise StartupError(
+            2,
+            f"specbench.sim: --speculative-algorithm {algo} is not modelled; "
+            "use EAGLE or EAGLE3 (or a real SGLang server)",
+        )
+    raise StartupError(
+        2,
+        "error: argument --speculative-algorithm: invalid choice: "
+        f"{name!r} (choose from {', '.join(SPEC_ALGORITHMS)})",
+    )
+
+
+def _adaptive_slots(
+    ns: argparse.Namespace, topk: int | None, log: list[tuple[str, str]]
+) -> tuple[SlotConfig, ...] | None:
+    """The adaptive config's slots, or None when adaptive is off or SGLang refuses it."""
+    if not ns.speculative_adaptive:
+        return None
+    if topk is not None and topk != 1:
+        log.append(
+            (
+                "warning",
+                f"speculative_adaptive disabled: speculative_eagle_topk={topk} is not "
+                "supported (adaptive requires topk == 1). "
+                "Falling back to static speculative params.",
+            )
+        )
+        return None
+    try:
+        return load_adaptive_config(ns.speculative_adaptive_config)
+    except (ValueError, FileNotFoundError) as exc:
+        raise StartupError(1, f"{type(exc).__name__}: {exc}") from None
+
+
+def _adaptive_initial_steps(steps: int | None, slots: tuple[SlotConfig, ...]) -> int:
+    """--speculative-num-steps must be a candidate; unset, the middle candidate is used."""
+    union = sorted({s for slot in slots for s in slot.candidate_steps})
+    if steps is None:
+        return union[len(union) // 2]
+    if steps not in union:
+        raise StartupError(
+            1,
+            f"ValueError: --speculative-num-steps={steps} is not in the adaptive config "
+            f"candidate_steps {union}",
+        )
+    return steps
+
+
+def _auto_choice(
+    profile: Profile, topk: int | None, draft_tokens: int | None, log: list[tuple[str, str]]
+) -> tuple[int, int, int]:
+    """SGLang's automatic (steps, topk, draft tokens); it asserts nothing else was given."""
+    if topk is not None or draft_tokens is not None:
+        raise StartupError(
+            1,
+            "Traceback (most recent call last):",
+            '  File "sglang/srt/arg_groups/speculative_hook.py", line 1160, in '
+            "_handle_eagle_family  [simulated by specbench.sim: pass "
+            "--speculative-num-steps together with --speculative-eagle-topk and "
+            "--speculative-num-draft-tokens]",
+            "AssertionError",
+        )
+    # SGLang picks (5, 4, 8) for Llama and Grok targets, (3, 1, 4) for everything else.
+    if profile.architecture in ("LlamaForCausalLM", "Grok1ForCausalLM"):
+        steps, topk, draft_tokens = 5, 4, 8
+    else:
+        steps, topk, draft_tokens = 3, 1, 4
+    log.append(
+        (
+            "info",
+            f"Auto-chosen speculative params: num_steps={steps}, eagle_topk={topk}, "
+            f"num_draft_tokens={draft_tokens}",
+        )
+    )
+    return steps, topk, draft_tokens
+
+
+def _chain_draft_tokens(
+    steps: int, topk: int, draft_tokens: int | None, log: list[tuple[str, str]]
+) -> int:
+    """Draft tokens per verify: steps + 1 when unset, and always for a chain (topk 1)."""
+    if topk == 1 and draft_tokens is not None and draft_tokens != steps + 1:
+        log.append(
+            (
+                "warning",
+                f"speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 = "
+                f"{steps + 1} because speculative_eagle_topk == 1 (was {draft_tokens}).",
+            )
+        )
+        return steps + 1
+    return steps + 1 if draft_tokens is None else draft_tokens
+
+
+def _check_sizes(ns: argparse.Namespace, max_running: int) -> None:
+    for name, value in (("--max-running-requests", max_running), ("--port", ns.port)):
+        if value is not None and value <= 0:
+            raise StartupError(2, f"specbench.sim: {name} must be positive, got {value}")
+    if ns.cuda_graph_bs_decode is not None and any(b <= 0 for b in ns.cuda_graph_bs_decode):
+        raise StartupError(2, "specbench.sim: --cuda-graph-bs-decode sizes must be positive")
+
+
+def _faults(ns: argparse.Namespace) -> FaultOptions:
+    return FaultOptions(
+        crash_after_requests=ns.sim_crash_after_requests,
+        crash_after_s=ns.sim_crash_after_s,
+        error_rate=ns.sim_error_rate,
+        truncate_rate=ns.sim_truncate_rate,
+        malformed_rate=ns.sim_malformed_rate,
+        stall_after_tokens=ns.sim_stall_after_tokens,
+        stall_s=ns.sim_stall_s,
+        slow_start_s=ns.sim_slow_start_s,
+        fail_start=ns.sim_fail_start,
+        cap_running=ns.sim_cap_running,
+    )
+
+
+def _ignored(ns: argparse.Namespace) -> tuple[str, ...]:
+    """The no-effect flags that were passed, in --help order (each is logged at start-up)."""
+    given = [flag for flag in IGNORED_VALUE_FLAGS if getattr(ns, _dest(flag)) is not None]
+    given += [flag for flag in IGNORED_SWITCHES if getattr(ns, _dest(flag))]
+    return tuple(given)

@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 DEFAULT_PROFILE = "llama-3.1-8b-1xh200"

@@ -207,26 +207,23 @@ class TraitModel:
         )
 
 
-def filler_text(seed: int, start: int, stop: int) -> str:
-    """Text of output tokens [start, stop) of the request with this seed."""
-    if stop <= start:
-        return ""
+def _filler(pool: tuple[str, ...], seed: int, start: int, stop: int) -> str:
+    """Pieces [start, stop) of the request with this seed, from one of the piece pools."""
     offset = seed % _TOKEN_POOL_SIZE
     a, b = offset + start, offset + stop
     if b <= _TOKEN_POOL_SIZE:
-        return "".join(_TEXT_POOL[a:b])
-    return "".join(_TEXT_POOL[i % _TOKEN_POOL_SIZE] for i in range(a, b))
+        return "".join(pool[a:b])
+    return "".join(pool[i % _TOKEN_POOL_SIZE] for i in range(a, b))
+
+
+def filler_text(seed: int, start: int, stop: int) -> str:
+    """Text of output tokens [start, stop) of the request with this seed."""
+    return _filler(_TEXT_POOL, seed, start, stop)
 
 
 def filler_json(seed: int, start: int, stop: int) -> str:
     """`filler_text` as a JSON string literal (quotes included)."""
-    if stop <= start:
-        return '""'
-    offset = seed % _TOKEN_POOL_SIZE
-    a, b = offset + start, offset + stop
-    if b <= _TOKEN_POOL_SIZE:
-        return '"' + "".join(_JSON_POOL[a:b]) + '"'
-    return '"' + "".join(_JSON_POOL[i % _TOKEN_POOL_SIZE] for i in range(a, b)) + '"'
+    return '"' + _filler(_JSON_POOL, seed, start, stop) + '"'
 
 
 def filler_ids(seed: int, start: int, stop: int) -> list[int]:

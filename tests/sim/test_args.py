@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.sim.args import StartupError, build_parser, load_adaptive_config, resolve
+from specbench.sim.adaptive import load_adaptive_config
+from specbench.sim.args import StartupError, build_parser, resolve
 from specbench.sim.costmodel import load_profile
 
 EAGLE = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "d"]

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from specbench.sim.args import SlotConfig, load_adaptive_config
-from specbench.sim.scheduler import AdaptiveRouter, SlotState
+from specbench.sim.adaptive import AdaptiveRouter, SlotConfig, SlotState, load_adaptive_config
 
 pytestmark = pytest.mark.contract
 

@@ -1,0 +1,346 @@
+"""The simulated SGLang server's aiohttp app: routes, readiness, introspection, cache flush.
+
+:class:`SimServer` holds what every handler shares (settings, the scheduler, the trait model,
+the server status, fault planning) and serves the endpoints a harness polls: `/ready`,
+`/health`, `/health_generate`, `/ping`, `/model_info`, `/server_info`, `/v1/models`,
+`/flush_cache`, Prometheus `/metrics` (prometheus.py) and the simulator's own
+`/sim/ground_truth`. Generation lives in openai_api.py and native_api.py, which create
+requests through :meth:`SimServer.new_request`. JSON shapes follow SGLang 0.5.23
+(shared/reference/sglang-0.5.23.md §3-§4); `sim_*` keys in `/server_info` are extensions.
+Times the server reports (e2e_latency, histograms, gen throughput) are model time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from specbench.sim.args import SIM_VERSION, ServerSettings
+from specbench.sim.costmodel import Profile
+from specbench.sim.faults import FaultInjector
+from specbench.sim.generation import BadRequest, error_json
+from specbench.sim.logs import log
+from specbench.sim.native_api import NativeApi
+from specbench.sim.openai_api import OpenAIApi
+from specbench.sim.prefixcache import block_keys
+from specbench.sim.prometheus import PrometheusExporter
+from specbench.sim.request import SimRequest
+from specbench.sim.scheduler import Scheduler
+from specbench.sim.workload import TraitModel
+
+READY_LINE = "The server is fired up and ready to roll!"
+FLUSH_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+    "waiting requests, the operation will not be performed.)\n"
+)
+_MAX_BODY_BYTES = 256 * 1024 * 1024  # long agentic prompts; aiohttp's default is 1 MiB
+_HEALTH_TIMEOUT_S = 20.0
+# /server_info's sim_lag.behind: the scheduler's latest forward ended this late or later.
+_BEHIND_LAG_S = 0.05
+
+
+class SimServer:
+    """State shared by the handlers: settings, the scheduler, counters, status."""
+
+    def __init__(self, settings: ServerSettings, profile: Profile) -> None:
+        self.settings = settings
+        self.profile = profile
+        self.scheduler = Scheduler(settings, profile, log)
+        self.traits = TraitModel(profile.workload, settings.sim_seed)
+        self.status = "Starting"
+        self.faults = FaultInjector(settings.faults)
+        self.started_at = time.time()
+        self.prometheus = PrometheusExporter(settings, self.scheduler)
+
+    def make_app(self) -> web.Application:
+        app = web.Application(client_max_size=_MAX_BODY_BYTES)
+        openai, native = OpenAIApi(self), NativeApi(self)
+        r = app.router
+        r.add_get("/ready", self.ready)
+        r.add_get("/health", self.health)
+        r.add_get("/health_generate", self.health)
+        r.add_get("/ping", self.ping)
+        r.add_get("/model_info", self.model_info)
+        r.add_get("/get_model_info", self.model_info)
+        r.add_get("/server_info", self.server_info)
+        r.add_get("/get_server_info", self.server_info)
+        r.add_get("/v1/models", self.models)
+        r.add_route("GET", "/flush_cache", self.flush_cache)
+        r.add_route("POST", "/flush_cache", self.flush_cache)
+        r.add_get("/metrics", self.metrics)
+        r.add_post("/v1/chat/completions", openai.chat_completions)
+        r.add_post("/v1/completions", openai.completions)
+        r.add_post("/generate", native.generate)
+        r.add_get("/sim/ground_truth", self.ground_truth)
+        return app
+
+    # ------------------------------------------------------------------ readiness
+    async def ready(self, request: web.Request) -> web.Response:
+        if self.status == "Up":
+            return web.Response(text="OK")
+        return web.Response(status=503, text=f"Server is not ready (status: {self.status})")
+
+    async def health(self, request: web.Request) -> web.Response:
+        if self.status != "Up":
+            return web.Response(status=503)
+        # Like SGLang, a health probe runs a real one-token generation (not counted in metrics).
+        traits = self.traits.traits("health check", agentic=False, prompt_tokens=1)
+        req = SimRequest(
+            uuid.uuid4().hex,
+            traits,
+            max_new_tokens=1,
+            count_metrics=False,
+            topk=self.scheduler.topk,
+        )
+        self.scheduler.submit(req)
+        try:
+            await asyncio.wait_for(self.wait_finished(req), timeout=_HEALTH_TIMEOUT_S)
+        except TimeoutError:
+            self.scheduler.cancel(req)
+            return web.Response(status=503)
+        return web.Response(status=200)
+
+    async def ping(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.status == "Up" else 503)
+
+    async def warmup(self) -> None:
+        """SGLang's warmup: one /generate of 8 tokens; it counts toward the metrics."""
+        traits = self.traits.traits("The capital city of France is", agentic=False)
+        req = SimRequest(
+            uuid.uuid4().hex, traits, max_new_tokens=8, ignore_eos=True, topk=self.scheduler.topk
+        )
+        self.scheduler.submit(req)
+        await self.wait_finished(req)
+
+    # ------------------------------------------------------------------ introspection
+    async def model_info(self, request: web.Request) -> web.Response:
+        s = self.settings
+        return web.json_response(
+            {
+                "model_path": s.model_path,
+                "tokenizer_path": s.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "llama" if "Llama" in self.profile.architecture else "unknown",
+                "architectures": [self.profile.architecture],
+                "served_model_name": s.served_model_name,
+                "load_format": s.load_format,
+            }
+        )
+
+    async def models(self, request: web.Request) -> web.Response:
+        s = self.settings
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": s.served_model_name,
+                        "object": "model",
+                        "created": int(self.started_at),
+                        "owned_by": "sglang",
+                        "root": s.model_path,
+                        "max_model_len": s.context_length,
+                    }
+                ],
+            }
+        )
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(self.server_info_dict())
+
+    def server_info_dict(self) -> dict[str, Any]:
+        """SGLang's server args and internal state, then the simulator's `sim_*` keys."""
+        return {
+            **self._server_args(),
+            "version": SIM_VERSION,
+            "status": self.status,
+            "internal_states": [self._internal_state()],
+            **self._sim_info(),
+        }
+
+    def _server_args(self) -> dict[str, Any]:
+        s, sch = self.settings, self.scheduler
+        return {
+            "model_path": s.model_path,
+            "tokenizer_path": s.model_path,
+            "served_model_name": s.served_model_name,
+            "host": s.host,
+            "port": s.port,
+            "tp_size": s.tp_size,
+            "max_running_requests": s.max_running_requests,
+            "chunked_prefill_size": s.chunked_prefill_size,
+            "context_length": s.context_length,
+            "mem_fraction_static": s.mem_fraction_static
+            if s.mem_fraction_static is not None
+            else self.profile.memory.mem_fraction_static,
+            "random_seed": s.random_seed,
+            "enable_metrics": s.enable_metrics,
+            "log_level": s.log_level,
+            "skip_server_warmup": s.skip_server_warmup,
+            "load_format": s.load_format,
+            "trust_remote_code": s.trust_remote_code,
+            "decode_log_interval": s.decode_log_interval,
+            "speculative_algorithm": s.speculative_algorithm,
+            "speculative_draft_model_path": s.speculative_draft_model_path,
+            "speculative_num_steps": s.speculative_num_steps,
+            "speculative_eagle_topk": s.speculative_eagle_topk,
+            "speculative_num_draft_tokens": s.speculative_num_draft_tokens,
+            "speculative_adaptive": s.speculative_adaptive,
+            "speculative_adaptive_config": s.speculative_adaptive_config,
+            "cuda_graph_bs_decode": list(s.cuda_graph_bs_decode)
+            if s.cuda_graph_bs_decode
+            else None,
+            "cuda_graph_max_bs_decode": s.cuda_graph_max_bs_decode,
+            "cuda_graph_max_bs_prefill": s.cuda_graph_max_bs_prefill,
+            "max_total_num_tokens": sch.kv_capacity_tokens,
+            "disable_radix_cache": s.disable_radix_cache,
+            "enable_cache_report": s.enable_cache_report,
+            "max_req_input_len": s.context_length - 1,
+            "launch_command": " ".join(["python", "-m", "specbench.sim", *s.argv]),
+        }
+
+    def _internal_state(self) -> dict[str, Any]:
+        s, sch = self.settings, self.scheduler
+        state: dict[str, Any] = {
+            "effective_max_running_requests_per_dp": s.max_running_requests,
+            "last_gen_throughput": sch.decode_log.last_gen_throughput,
+            "memory_usage": {
+                "weight": self.profile.memory.target_weights_bytes / 2**30,
+                "token_capacity": sch.kv_capacity_tokens,
+            },
+        }
+        if s.speculative:
+            state["speculative_num_steps"] = sch.current_steps
+            avg = sch.avg_spec_accept_length
+            if avg is not None:
+                state["avg_spec_accept_length"] = avg
+        return state
+
+    def _sim_info(self) -> dict[str, Any]:
+        s, sch, lag = self.settings, self.scheduler, self.scheduler.lag
+        return {
+            "sim_profile": self.profile.name,
+            "sim_profile_path": self.profile.source_path,
+            "sim_time_scale": s.sim_time_scale,
+            "sim_seed": s.sim_seed,
+            "sim_model_time_s": sch.model_time_now(),
+            "sim_lag": {
+                "last_s": lag.lag_s,
+                "max_s": lag.max_lag_s,
+                "late_forwards": lag.late_forwards,
+                "forwards": lag.forwards,
+                "behind": lag.lag_s > _BEHIND_LAG_S,
+            },
+            # Since start or /flush_cache: how long after a forward its tokens were written out
+            # (server side); large values mean the simulator, not the client, is late.
+            "sim_stream_delay": {
+                "mean_ms": 1e3 * lag.stream_delay_sum_s / lag.stream_writes
+                if lag.stream_writes
+                else 0.0,
+                "max_ms": 1e3 * lag.stream_delay_max_s,
+                "writes": lag.stream_writes,
+            },
+            "sim_kv_tokens_in_use": sch.kv_tokens_in_use,
+            # Since start or /flush_cache: prompt tokens looked up and found in the prefix cache.
+            "sim_prefix_cache": {
+                "enabled": sch.cache.enabled,
+                "hit_tokens": sch.cache.hit_tokens,
+                "query_tokens": sch.cache.query_tokens,
+                "size_tokens": sch.cache.size_tokens,
+            },
+            "sim_skip_zero_step_draft_extend": s.skip_zero_step_draft_extend,
+        }
+
+    # ------------------------------------------------------------------ cache, metrics, truth
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        try:
+            timeout_s = float(request.query.get("timeout", "0") or 0)
+        except ValueError:
+            return web.Response(status=400, text="timeout must be a number of seconds\n")
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while not self.scheduler.idle and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if not self.scheduler.idle:
+            return web.Response(status=400, text=FLUSH_TEXT)
+        self.scheduler.flush_cache()
+        self.scheduler.reset_spec_stats()
+        log("info", "Cache flushed successfully!")
+        return web.Response(status=200, text=FLUSH_TEXT)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if not self.settings.enable_metrics:
+            return web.Response(status=404, text="404: Not Found")
+        text = self.prometheus.text()
+        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+    async def ground_truth(self, request: web.Request) -> web.Response:
+        try:
+            start = float(request.query["start"])
+            end = float(request.query.get("end", time.monotonic()))
+        except (KeyError, ValueError):
+            return error_json(
+                "start (and optionally end) must be time.monotonic() seconds, e.g. "
+                "/sim/ground_truth?start=123.4&end=130.0",
+                400,
+            )
+        if end < start:
+            return error_json("end is before start; pass start <= end", 400)
+        return web.json_response(self.scheduler.ground_truth(start, end).to_json())
+
+    # ------------------------------------------------------------------ generation plumbing
+    def new_request(
+        self,
+        text: str,
+        *,
+        agentic: bool,
+        max_new_tokens: int | None,
+        ignore_eos: bool,
+        min_new_tokens: int,
+        stream: bool,
+        prompt_tokens: int | None = None,
+    ) -> SimRequest:
+        """Check a prompt against the context length, then queue its request."""
+        traits = self.traits.traits(text, agentic=agentic, prompt_tokens=prompt_tokens)
+        ctx = self.settings.context_length
+        if traits.prompt_tokens >= ctx:
+            raise BadRequest(
+                f"The input ({traits.prompt_tokens} tokens) is longer than the model's context "
+                f"length ({ctx} tokens)."
+            )
+        limit = ctx - traits.prompt_tokens
+        max_new = limit if max_new_tokens is None else min(int(max_new_tokens), limit)
+        if max_new < 0:
+            raise BadRequest(f"max_tokens must be at least 0, got {max_new_tokens}")
+        req = SimRequest(
+            uuid.uuid4().hex,
+            traits,
+            max_new_tokens=max_new,
+            ignore_eos=ignore_eos,
+            min_new_tokens=min_new_tokens,
+            is_streaming=stream,
+            topk=self.scheduler.topk,
+            block_keys=block_keys(text) if self.scheduler.cache.enabled else (),
+        )
+        self.scheduler.submit(req)
+        return req
+
+    async def wait_finished(self, req: SimRequest, request: web.Request | None = None) -> None:
+        """Wait for a non-streaming request; cancel it if its client disconnects meanwhile."""
+        while not req.finished:
+            req.event.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(req.event.wait(), timeout=0.5)
+            if request is not None and not req.finished:
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    self.scheduler.cancel(req)
+                    raise ConnectionResetError("client went away")
