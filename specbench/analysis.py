@@ -56,7 +56,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.config import ServerConfig
 from specbench.engines.argv import adaptive_config  # the adaptive JSON's format, printed here
 from specbench.errors import UserError
 from specbench.results import Run
@@ -230,20 +229,16 @@ def applied_threshold(run: Run, prompt_set: str | None = None) -> int | None:
     With `prompt_set`, the one that set's dynamic server used (auto sweeps run each prompt
     set's dynamic server with that set's own threshold).
     """
-    record = run.manifest.get("threshold")
-    if prompt_set is not None and isinstance(record, dict):
-        per_set = record.get("per_prompt_set") or {}
-        value = finite_or_none(per_set.get(prompt_set)) if isinstance(per_set, dict) else None
+    manifest = run.manifest
+    record = manifest.threshold
+    if prompt_set is not None and record is not None and prompt_set in record.per_prompt_set:
+        return int(record.per_prompt_set[prompt_set])
+    dynamic = manifest.servers.get("dynamic")
+    for value in (dynamic.threshold if dynamic else None,
+                  record.value if record else None,
+                  manifest.config.threshold):
         if value is not None:
             return int(value)
-    modes = run.manifest.get("modes") or {}
-    dynamic = modes.get("dynamic") if isinstance(modes, dict) else None
-    config = run.manifest.get("config") or {}
-    for value in (dynamic.get("threshold") if isinstance(dynamic, dict) else None,
-                  record.get("value") if isinstance(record, dict) else None,
-                  config.get("threshold")):
-        if (number := finite_or_none(value)) is not None:
-            return int(number)
     return None
 
 
@@ -559,9 +554,7 @@ def write_analysis(run: Run, *, seed: int = 0) -> dict[str, Any]:
 
 def speculative_num_steps(run: Run) -> int:
     """K of the run's EAGLE-3 server (from the manifest's config)."""
-    server = (run.manifest.get("config") or {}).get("server") or {}
-    steps = finite_or_none(server.get("speculative_num_steps"))
-    return int(steps) if steps is not None else ServerConfig().speculative_num_steps
+    return run.manifest.config.server.speculative_num_steps
 
 
 def threshold_summary(run: Run, analysis: dict[str, Any] | None = None) -> str:

@@ -271,6 +271,7 @@ def threshold(
 ) -> None:
     """Print the crossover and the recommended batch-size threshold."""
     from specbench import analysis
+    from specbench.configurations import Schedule
     from specbench.engines.argv import write_adaptive_config as write_cfg
 
     run = _load(run_dir)
@@ -278,7 +279,8 @@ def threshold(
     print(analysis.threshold_summary(run))
     if write_adaptive_config is not None:
         steps = analysis.speculative_num_steps(run)
-        write_cfg(write_adaptive_config, steps, int(found["recommended_threshold"]))
+        schedule = Schedule.from_threshold(steps, int(found["recommended_threshold"]))
+        write_cfg(write_adaptive_config, schedule)
         print(f"adaptive config: {write_adaptive_config}")
 
 

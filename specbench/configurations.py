@@ -11,7 +11,14 @@ steps, whether drafting is switched by batch size), named so that its points lan
   `--threshold`.
 
 More are spelled by name, so adding one to a sweep is data, not code: `eagle3-k<K>` (static
-EAGLE-3 at K steps) and `dynamic-t<T>` (the dynamic server at a fixed T).
+EAGLE-3 at K steps), `dynamic-t<T>` (the dynamic server at a fixed T), `zero-step` (every batch
+at steps 0: SGLang's no-drafting path, which is not a plain server), `sglang-default` (bare
+`--speculative-adaptive`: SGLang's built-in EMA schedule) and `tuned` (a per-batch-size steps
+schedule chosen from the measured static curves).
+
+A dynamic server's adaptive JSON is a :class:`Schedule`: batch-size slots, each with a single
+candidate step count, so SGLang's EMA policy has nothing to move and the steps are a pure
+function of the batch size.
 """
 
 from __future__ import annotations
@@ -24,13 +31,87 @@ from typing import Literal
 from specbench.errors import ConfigError
 
 Kind = Literal["baseline", "eagle3", "dynamic"]
+# How a dynamic server's steps follow the batch size: one threshold T (K below, 0 from T on),
+# SGLang's built-in default config, or a tuned per-slot schedule.
+Adaptive = Literal["threshold", "default", "schedule"]
 DEFAULT_NAMES: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
+# What bare `--speculative-adaptive` resolves to: the middle of the sorted union of its
+# built-in candidates [0, 1, 3, 5, 7] (SGLang 0.5.23, _init_adaptive_speculative_params).
+SGLANG_DEFAULT_ADAPTIVE_STEPS = 3
+# Named configurations that are not spelled with a number.
+_NAMED: dict[str, tuple[Kind, int | None, Adaptive | None]] = {
+    "baseline": ("baseline", None, None),
+    "eagle3": ("eagle3", None, None),
+    "dynamic": ("dynamic", None, "threshold"),
+    "zero-step": ("dynamic", 1, "threshold"),
+    "sglang-default": ("dynamic", None, "default"),
+    "tuned": ("dynamic", None, "schedule"),
+}
 _STATIC_K = re.compile(r"^eagle3-k(?P<k>[1-9][0-9]?)$")
 _DYNAMIC_T = re.compile(r"^dynamic-t(?P<t>[1-9][0-9]{0,4})$")
 _HELP = (
-    "choose baseline, eagle3, dynamic, eagle3-k<K> (static EAGLE-3 at K steps) "
-    "or dynamic-t<T> (drafting stops at batch size T)"
+    "choose baseline, eagle3, dynamic, zero-step, sglang-default, tuned, eagle3-k<K> "
+    "(static EAGLE-3 at K steps) or dynamic-t<T> (drafting stops at batch size T)"
 )
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Steps per batch-size slot, as SGLang's adaptive JSON routes them.
+
+    `slots` are (smallest batch size, steps) pairs in increasing order; a batch uses the slot
+    with the largest key <= its size (below the first key, the first slot).
+    """
+
+    slots: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def from_threshold(cls, steps: int, threshold: int) -> Schedule:
+        """K steps below batch size T, none from T on.
+
+        With T == 1 every batch runs zero steps; K still has to appear in some slot (a "0" slot
+        no batch reaches), or SGLang refuses the explicit `--speculative-num-steps K` as "not in
+        the adaptive config candidate_steps".
+        """
+        if threshold <= 1:
+            return cls(((0, steps), (1, 0)))
+        return cls(((1, steps), (threshold, 0)))
+
+    @property
+    def launch_steps(self) -> int:
+        """The `--speculative-num-steps` to launch with: SGLang sizes its buffers for the
+        largest candidate, and the flag must be one of the candidates."""
+        return max(steps for _, steps in self.slots)
+
+    @property
+    def threshold(self) -> int | None:
+        """T when this is a "K below T, none from T on" schedule; None otherwise."""
+        if len(self.slots) != 2 or self.slots[1][1] != 0 or self.slots[0][1] == 0:
+            return None
+        return self.slots[1][0]
+
+    def steps_at(self, batch_size: int) -> int:
+        chosen = self.slots[0][1]
+        for key, steps in self.slots:
+            if key <= batch_size:
+                chosen = steps
+        return chosen
+
+    def to_json(self) -> dict[str, dict[str, list[int]]]:
+        return {str(key): {"candidate_steps": [steps]} for key, steps in self.slots}
+
+    @classmethod
+    def from_json(cls, config: dict[str, object]) -> Schedule | None:
+        """The schedule of an adaptive JSON whose every slot has one candidate; else None."""
+        slots = []
+        for key, entry in config.items():
+            if not key.isdigit():
+                continue
+            steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+            if not isinstance(steps, list) or len(steps) != 1 or not isinstance(steps[0], int):
+                return None
+            slots.append((int(key), steps[0]))
+        return cls(tuple(sorted(slots))) if slots else None
 
 
 @dataclass(frozen=True)
@@ -38,23 +119,27 @@ class ServerConfiguration:
     """One server to launch (or attach) and measure.
 
     `kind` is what the server's /server_info must show; `steps` is K for speculative kinds
-    (None: the sweep's `--spec-steps`); `threshold` is a fixed T for a dynamic server (None: the
-    sweep chooses it once the static curves are measured).
+    (None: the sweep's `--spec-steps`); `adaptive` says how a dynamic server's steps follow the
+    batch size, and `threshold` is a fixed T for a threshold server (None: the sweep chooses it
+    once the static curves are measured).
     """
 
     name: str
     kind: Kind
     steps: int | None = None
     threshold: int | None = None
+    adaptive: Adaptive | None = None
 
     @property
     def speculative(self) -> bool:
         return self.kind != "baseline"
 
     @property
-    def needs_threshold(self) -> bool:
-        """A dynamic server whose T is only known after the static curves are in."""
-        return self.kind == "dynamic" and self.threshold is None
+    def needs_analysis(self) -> bool:
+        """A dynamic server whose schedule is only known once the static curves are in."""
+        if self.adaptive == "schedule":
+            return True
+        return self.adaptive == "threshold" and self.threshold is None
 
     def num_steps(self, default_steps: int) -> int:
         return self.steps if self.steps is not None else default_steps
@@ -62,25 +147,24 @@ class ServerConfiguration:
 
 def parse(name: str) -> ServerConfiguration:
     """The configuration a name stands for; ConfigError (one line) for an unknown name."""
-    if name in ("baseline", "eagle3", "dynamic"):
-        return ServerConfiguration(name, name)  # type: ignore[arg-type]
+    if name in _NAMED:
+        kind, threshold, adaptive = _NAMED[name]
+        return ServerConfiguration(name, kind, threshold=threshold, adaptive=adaptive)
     if m := _STATIC_K.match(name):
         return ServerConfiguration(name, "eagle3", steps=int(m["k"]))
     if m := _DYNAMIC_T.match(name):
-        return ServerConfiguration(name, "dynamic", threshold=int(m["t"]))
+        return ServerConfiguration(name, "dynamic", threshold=int(m["t"]), adaptive="threshold")
     raise ConfigError(f"unknown mode {name!r}; {_HELP}")
 
 
 def ordered(names: Iterable[str], default_steps: int) -> list[ServerConfiguration]:
-    """Configurations in measuring order: baseline, static EAGLE-3 (by K), then dynamic ones.
-
-    Dynamic servers come last because the default one needs the static curves' crossover.
-    """
+    """Configurations in measuring order: baseline, static EAGLE-3 (by K), dynamic servers with
+    a fixed schedule, then those whose schedule comes from the measured curves."""
     configs = [parse(n) for n in names]
 
     def rank(c: ServerConfiguration) -> tuple[int, int, str]:
-        group = {"baseline": 0, "eagle3": 1, "dynamic": 2}[c.kind]
-        default_first = 0 if c.name in DEFAULT_NAMES else 1
+        group = {"baseline": 0, "eagle3": 1, "dynamic": 2}[c.kind] + (1 if c.needs_analysis else 0)
+        default_first = 0 if c.name in ("eagle3", "zero-step") else 1
         return (group, default_first, c.name if c.steps is None else f"{c.steps:03d}")
 
     return sorted(configs, key=rank)

@@ -11,21 +11,43 @@ from pathlib import Path
 from rich.console import Console
 
 from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, make_engine
-from specbench.engines.argv import adaptive_config
 from specbench.engines.base import adaptive_path
 
 
-def levels_for(config: ServerConfiguration, cfg: SweepConfig, threshold: int | None) -> list[int]:
-    """The sweep's levels, plus a dynamic server's levels around its threshold."""
+def levels_for(
+    config: ServerConfiguration, cfg: SweepConfig, schedule: Schedule | None
+) -> list[int]:
+    """The sweep's levels, plus a threshold server's levels around its threshold (T-1, T, T+1:
+    batch sizes just below, at and just above the switch)."""
     levels = set(cfg.concurrency)
-    if config.kind == "dynamic" and threshold is not None:
+    threshold = schedule.threshold if schedule else None
+    if config.adaptive == "threshold" and threshold is not None and threshold > 1:
         from specbench import analysis
 
         extra = analysis.threshold_levels(threshold, sorted(levels))
         levels |= {c for c in extra if 1 <= c <= cfg.max_running_requests}
     return sorted(levels)
+
+
+def _shown_schedule(config: ServerConfiguration, cfg: SweepConfig) -> Schedule | None:
+    """The schedule a configuration is launched with, or a stand-in where the sweep chooses it."""
+    steps = config.num_steps(cfg.server.speculative_num_steps)
+    if config.adaptive == "threshold":
+        threshold = config.threshold or cfg.threshold or DEFAULT_FIXED_THRESHOLD
+        return Schedule.from_threshold(steps, threshold)
+    if config.adaptive == "schedule":
+        return Schedule.from_threshold(steps, DEFAULT_FIXED_THRESHOLD)
+    return None
+
+
+def _schedule_source(config: ServerConfiguration, cfg: SweepConfig, schedule: Schedule) -> str:
+    if config.adaptive == "schedule":
+        return "tuned after the static runs; shown with a placeholder"
+    if config.threshold or cfg.threshold:
+        return f"given T={schedule.threshold}"
+    return f"computed after the baseline and eagle3 runs; shown with T={schedule.threshold}"
 
 
 def estimate_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
@@ -39,18 +61,13 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
     console.print(f"[bold]specbench sweep plan[/] (engine {cfg.engine}, nothing launched)")
     n_points = 0
     for config in cfg.configurations:
-        threshold = config.threshold or cfg.threshold or DEFAULT_FIXED_THRESHOLD
-        path = adaptive_path(Path("<run>"), config, None) if config.kind == "dynamic" else None
-        console.print(f"{config.name}: {engine.describe(config, path)}", soft_wrap=True)
-        if config.kind == "dynamic":
-            given = config.threshold or cfg.threshold
-            source = "given" if given else "computed after the baseline and eagle3 runs; shown with"
-            steps = config.num_steps(cfg.server.speculative_num_steps)
-            console.print(
-                f"  adaptive config ({source} T={threshold}): "
-                + json.dumps(adaptive_config(steps, threshold))
-            )
-        levels = levels_for(config, cfg, threshold if config.kind == "dynamic" else None)
+        schedule = _shown_schedule(config, cfg)
+        path = adaptive_path(Path("<run>"), config, None) if schedule else None
+        console.print(f"{config.name}: {engine.describe(config, path, schedule)}", soft_wrap=True)
+        if schedule is not None:
+            console.print(f"  adaptive config ({_schedule_source(config, cfg, schedule)}): "
+                          + json.dumps(schedule.to_json()))
+        levels = levels_for(config, cfg, schedule)
         n = len(levels) * len(cfg.prompt_sets) * cfg.load.repeats
         n_points += n
         console.print(

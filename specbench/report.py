@@ -253,26 +253,23 @@ def _flags_section(run: Run) -> list[str]:
 
 
 def _run_section(run: Run) -> list[str]:
-    config = run.manifest.get("config") or {}
-    server = config.get("server") or {}
-    sim = config.get("sim") or {}
-    load = config.get("load") or {}
-    engine = run.manifest.get("engine") or {}
-    command = run.manifest.get("command")
+    manifest = run.manifest
+    config = manifest.config
+    gpus = manifest.fingerprint.get("gpus")
     facts = [
-        ("command", " ".join(command) if isinstance(command, list) else command),
-        ("engine", config.get("engine")),
-        ("engine version", engine.get("version") if isinstance(engine, dict) else None),
-        ("GPU", run.manifest.get("gpu")),
-        ("model", server.get("model_path")),
-        ("draft model", server.get("draft_model_path")),
-        ("speculative steps", server.get("speculative_num_steps")),
-        ("sim profile", sim.get("profile") if config.get("engine") == "sim" else None),
-        ("protocol", load.get("protocol")),
-        ("window (s)", load.get("window_s")),
-        ("repeats", load.get("repeats")),
-        ("started", run.manifest.get("started_at")),
-        ("ended", run.manifest.get("ended_at")),
+        ("command", " ".join(manifest.command)),
+        ("engine", config.engine),
+        ("engine version", manifest.engine.version),
+        ("GPU", gpus),
+        ("model", config.server.model_path),
+        ("draft model", config.server.draft_model_path),
+        ("speculative steps", config.server.speculative_num_steps),
+        ("sim profile", config.sim.profile if config.engine == "sim" else None),
+        ("protocol", config.load.protocol),
+        ("window (s)", config.load.window_s),
+        ("repeats", config.load.repeats),
+        ("started", manifest.started_at),
+        ("ended", manifest.ended_at),
     ]
     return [f"- {name}: `{value}`" for name, value in facts if value not in (None, "")]
 

@@ -92,15 +92,12 @@ def stored_config(run_dir: Path) -> dict[str, Any]:
             f"cannot resume: {run_dir} is not a directory; "
             "pass a run directory such as results/<run-id>"
         )
-    if not isinstance(manifest, Manifest):  # TRANSITION: a pre-typed manifest
-        raise ConfigError(f"cannot resume {run_dir}: its manifest is too old; start a new run")
     return config_mod.to_dict(manifest.config)
 
 
 def reopen(run_dir: Path, sets: dict[str, prompts.PromptSet]) -> Manifest:
     """The manifest of a run to continue; refuse prompt sets that changed since it started."""
     manifest = read_manifest(run_dir)
-    assert isinstance(manifest, Manifest)
     for name, ps in sets.items():
         old = manifest.prompt_sets.get(name)
         if old and old.sha256 != ps.sha256:

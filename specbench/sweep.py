@@ -17,12 +17,13 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 
 from specbench import configurations, metrics, prompts, results, rundir
 from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server, make_engine
 from specbench.errors import ConfigError, UserError
 from specbench.load import runner
@@ -131,22 +132,23 @@ class Sweep:
         self.console = console
         self.ordered = {n: prompts.ordered_requests(ps, cfg.load.seed) for n, ps in sets.items()}
         self.server: Server | None = None  # the one running server, stopped on any exit
+        self.name_width = max([8, *(len(name) for name in cfg.modes)])
 
     def run(self) -> None:
         done = results.measured_keys(self.run_dir)
         with SweepProgress(self.console, total=self._planned()) as progress:
             for config in self.cfg.configurations:
                 groups = self._server_groups(config)
-                for threshold, names in groups.items():
+                for schedule, names in groups.items():
                     progress.set_total(self._planned())
-                    keys = self._keys(config, threshold, names)
+                    keys = self._keys(config, schedule, names)
                     todo = [k for k in keys if k not in done]
                     progress.advance(len(keys) - len(todo))
                     if not todo:
                         continue
                     label = "+".join(names) if len(groups) > 1 else None
                     progress.describe(f"{config.name}: starting server")
-                    self._start(config, threshold, names, label)
+                    self._start(config, schedule, names, label)
                     for key in todo:
                         progress.describe(f"{key.mode} {key.prompt_set} c={key.concurrency}")
                         self._measure_point(key)
@@ -154,49 +156,69 @@ class Sweep:
                     self.stop_server()
 
     def _keys(
-        self, config: ServerConfiguration, threshold: int | None, names: list[str]
+        self, config: ServerConfiguration, schedule: Schedule | None, names: list[str]
     ) -> list[PointKey]:
         return [
             PointKey(config.name, name, c, r)
             for name in names
-            for c in levels_for(config, self.cfg, threshold)
+            for c in levels_for(config, self.cfg, schedule)
             for r in range(self.cfg.load.repeats)
         ]
 
     def _planned(self) -> int:
         """Points planned now; a dynamic server's straddle levels count once its T is known."""
-        stored = self.manifest.thresholds()
         total = 0
         for config in self.cfg.configurations:
+            known = self._known_schedules(config)
             for name in self.sets:
-                threshold = None
-                if config.kind == "dynamic":
-                    threshold = config.threshold or stored.get(name)
-                total += len(levels_for(config, self.cfg, threshold)) * self.cfg.load.repeats
+                levels = levels_for(config, self.cfg, known.get(name))
+                total += len(levels) * self.cfg.load.repeats
         return total
 
-    def _server_groups(self, config: ServerConfiguration) -> dict[int | None, list[str]]:
-        """One server per distinct threshold: the default dynamic server of each prompt set runs
-        with that set's own threshold (unless one was given), the others with one or none."""
-        if config.kind != "dynamic":
-            return {None: list(self.sets)}
-        if config.threshold is not None:
-            return {config.threshold: list(self.sets)}
-        per_set = self._choose_thresholds()
-        groups: dict[int | None, list[str]] = {}
+    def _steps(self, config: ServerConfiguration) -> int:
+        return config.num_steps(self.cfg.server.speculative_num_steps)
+
+    def _known_schedules(self, config: ServerConfiguration) -> dict[str, Schedule | None]:
+        """Each prompt set's schedule for `config` as far as it is known now (no analysis)."""
+        if config.adaptive == "threshold" and config.threshold is not None:
+            fixed = Schedule.from_threshold(self._steps(config), config.threshold)
+            return dict.fromkeys(self.sets, fixed)
+        if config.adaptive == "threshold":
+            stored = self.manifest.thresholds()
+            return {
+                n: Schedule.from_threshold(self._steps(config), stored[n])
+                for n in self.sets
+                if n in stored
+            }
+        if config.adaptive == "schedule":
+            return {n: Schedule(tuple((int(k), v) for k, v in slots.items()))
+                    for n, slots in self.manifest.tuned.items() if n in self.sets}
+        return dict.fromkeys(self.sets)
+
+    def _server_groups(self, config: ServerConfiguration) -> dict[Schedule | None, list[str]]:
+        """One server per distinct schedule: the default dynamic server of each prompt set runs
+        with that set's own threshold (unless one was given), a tuned one with that set's own
+        schedule, the others with one schedule or none."""
+        if config.needs_analysis:
+            if config.adaptive == "threshold":
+                self._choose_thresholds()
+            else:
+                self._choose_schedules()
+        known = self._known_schedules(config)
+        groups: dict[Schedule | None, list[str]] = {}
         for name in self.sets:
-            groups.setdefault(per_set[name], []).append(name)
+            groups.setdefault(known[name], []).append(name)
         return groups
 
     def _start(
         self,
         config: ServerConfiguration,
-        threshold: int | None,
+        schedule: Schedule | None,
         names: list[str] | None,
         label: str | None,
     ) -> Server:
         """Start a configuration's server; record it for `names` (None: a restart)."""
-        self.server = self.engine.start(config, threshold, self.run_dir, label)
+        self.server = self.engine.start(config, schedule, self.run_dir, label)
         if names is None:
             return self.server
         previous = self.manifest.servers.get(config.name)
@@ -242,19 +264,53 @@ class Sweep:
         self.manifest.save(self.run_dir)
         return dict(record.per_prompt_set)
 
-    def _thresholds_from_crossovers(self, names: list[str]) -> ThresholdRecord:
+    def _analysis(self) -> dict[str, Any]:
         from specbench import analysis
 
         results.rebuild_summary(self.run_dir)
-        found = analysis.write_analysis(results.load_run(self.run_dir))
-        per_set = {n: int(found["prompt_sets"][n]["threshold_batch_size"]) for n in names}
-        recommended = int(found["recommended_threshold"])
+        return analysis.write_analysis(results.load_run(self.run_dir))
+
+    def _thresholds_from_crossovers(self, names: list[str]) -> ThresholdRecord:
+        """Each set's one-server threshold: where EAGLE-3 meets the zero-step curve (what the
+        dynamic server switches to). Without a zero-step curve, where it meets the baseline."""
+        found = self._analysis()
+        per_set: dict[str, int] = {}
+        for name in names:
+            entry = found["prompt_sets"][name]
+            one_server = entry.get("one_server") or {}
+            chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
+            per_set[name] = int(chosen)
+        recommended = found.get("recommended_threshold")
         shown = ", ".join(f"{n} {t}" for n, t in per_set.items())
-        self.console.print(
-            f"thresholds from the measured crossovers (batch size): {shown}; "
+        mixed = (
             f"recommended for a mixed deployment: {recommended}"
+            if recommended is not None
+            else "a mixed-deployment threshold needs a measured mix (--mix)"
         )
-        return ThresholdRecord(value=recommended, source="auto", per_prompt_set=per_set)
+        self.console.print(
+            f"thresholds from the measured crossovers (batch size): {shown}; {mixed}"
+        )
+        value = int(recommended) if recommended is not None else None
+        return ThresholdRecord(value=value, source="auto", per_prompt_set=per_set)
+
+    def _choose_schedules(self) -> None:
+        """The tuned server's schedule per prompt set (the best K per level, as batch-size
+        slots), chosen once from the measured static curves and kept in the manifest."""
+        if all(name in self.manifest.tuned for name in self.sets):
+            return
+        found = self._analysis()
+        for name in self.sets:
+            schedule = (found["prompt_sets"][name].get("schedule") or {}).get("slots")
+            if not schedule:
+                raise SweepError(
+                    f"no tuned schedule for {name}: tuning needs the static EAGLE-3 curves at "
+                    "several K and zero-step; run specbench tune (or add eagle3-k<K> and "
+                    "zero-step to --modes)"
+                )
+            self.manifest.tuned[name] = {str(k): int(v) for k, v in schedule.items()}
+        shown = "; ".join(f"{n} {slots}" for n, slots in self.manifest.tuned.items())
+        self.console.print(f"tuned schedules (batch size: steps): {shown}")
+        self.manifest.save(self.run_dir)
 
     def _point_spec(self, key: PointKey, server: Server) -> runner.PointSpec:
         load = self.cfg.load
@@ -306,7 +362,7 @@ class Sweep:
                 )
             self.console.print(f"restarting the {key.mode} server (attempt {attempts + 1})")
             self.stop_server()
-            self._start(server.config, server.threshold, None, server.label)
+            self._start(server.config, server.schedule, None, server.label)
 
     def _record_point(
         self,
@@ -329,7 +385,7 @@ class Sweep:
         acc_text = f", accept {acc:.2f}" if isinstance(acc, float) and acc == acc else ""
         flags = summary.get("flags") or ""
         self.console.print(
-            f"{key.mode:8s} {key.prompt_set:8s} c={key.concurrency:<4d} "
+            f"{key.mode:{self.name_width}s} {key.prompt_set:8s} c={key.concurrency:<4d} "
             f"{summary['output_tok_s']:9.1f} tok/s{acc_text}, {summary['n_requests']} req"
             + (f"  [yellow]{flags}[/]" if flags else "")
         )

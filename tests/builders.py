@@ -26,13 +26,48 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import config, results
-from specbench.config import SweepConfig, to_dict
-from specbench.results import SCHEMA_VERSION, PointKey, rebuild_summary, write_point
+from specbench import config, configurations, results
+from specbench.config import SweepConfig
+from specbench.results import (
+    Manifest,
+    PointKey,
+    PromptSetRecord,
+    ServerRecord,
+    rebuild_summary,
+    write_point,
+)
+from specbench.results.manifest import EngineRecord
 from specbench.results.store import write_json
 
 GRID = (1, 2, 4, 8, 16, 64, 128)
 Curve = Mapping[int, "float | Sequence[float]"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the manifest
+
+
+def write_manifest(
+    run_dir: Path,
+    cfg: SweepConfig,
+    hashes: Mapping[str, str | None],
+    servers: Mapping[str, ServerRecord] | None = None,
+) -> None:
+    """A typed manifest as the sweep writes one; a set whose hash is None goes unrecorded."""
+    Manifest(
+        specbench_version="test",
+        command=[],
+        config=cfg,
+        seed=cfg.load.seed,
+        fingerprint={},
+        engine=EngineRecord(kind=cfg.engine),
+        time_scale=1.0,
+        prompt_sets={name: PromptSetRecord(path=f"{name}.jsonl", sha256=digest, n_requests=100)
+                     for name, digest in hashes.items() if digest is not None},
+        servers=dict(servers or {}),
+        started_at="2026-12-01T00:00:00+00:00",
+        status="complete",
+    ).save(run_dir)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,12 +132,9 @@ def make_run(
     levels = sorted({c for curve in curves.values() for c in curve})
     cfg = SweepConfig(modes=tuple(modes), prompt_sets=tuple(sets), concurrency=tuple(levels),
                       threshold=threshold)
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "config": to_dict(cfg),
-        "modes": {m: {"argv": ["--model-path", "m"]} for m in modes},
-    }
-    write_json(run_dir / "manifest.json", manifest)
+    servers = {m: ServerRecord(kind=configurations.parse(m).kind, argv=["--model-path", "m"],
+                               url="http://127.0.0.1:30000") for m in modes}
+    write_manifest(run_dir, cfg, {s: f"sha-{s}" for s in sets}, servers)
     for (mode, prompt_set), curve in curves.items():
         for c, values in curve.items():
             per_repeat = [values] if isinstance(values, (int, float)) else list(values)
@@ -205,12 +237,7 @@ def make_regress_run(
         load=config.LoadConfig(repeats=repeats),
     )
     hashes = hashes if hashes is not None else {s: f"sha-{s}" for s in sets}
-    manifest = {
-        "schema_version": results.SCHEMA_VERSION,
-        "config": config.to_dict(cfg),
-        "prompt_sets": {s: ({"sha256": h} if h is not None else {}) for s, h in hashes.items()},
-    }
-    write_json(path / "manifest.json", manifest)
+    write_manifest(path, cfg, hashes)
     for mode in modes:
         for pset in sets:
             for c in levels:
@@ -220,6 +247,10 @@ def make_regress_run(
                         "n_requests": 50, "n_errors": errors(mode, pset, c), "window_s": 8.0,
                         "output_tok_s": value, "requests_per_s": value / 200,
                         "accept_length": accept(mode, pset, c, r) or math.nan, "flags": "",
+                        # what the gate does not read, present as in every real summary row
+                        "ttft_ms_p50": 20.0, "ttft_ms_p99": 40.0, "itl_ms_p50": 6.0,
+                        "itl_ms_p99": 10.0, "e2e_ms_p50": 1000.0, "server_output_tok_s": value,
+                        "server_running_reqs_mean": float(c),
                     }
                     if ci_pct is not None:
                         summary["output_tok_s_ci_low"] = value * (1 - ci_pct / 100)

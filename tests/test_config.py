@@ -126,13 +126,20 @@ def test_differences_names_fields() -> None:
 
 
 def test_named_configurations() -> None:
-    order = configurations.ordered(["dynamic", "eagle3-k5", "baseline", "eagle3", "eagle3-k2"], 3)
-    assert [c.name for c in order] == ["baseline", "eagle3", "eagle3-k2", "eagle3-k5", "dynamic"]
+    names = ["tuned", "dynamic", "zero-step", "eagle3-k5", "baseline", "eagle3", "eagle3-k2"]
+    order = [c.name for c in configurations.ordered(names, 3)]
+    assert order == [
+        "baseline", "eagle3", "eagle3-k2", "eagle3-k5", "zero-step", "dynamic", "tuned"
+    ]
     k2 = configurations.parse("eagle3-k2")
-    assert (k2.kind, k2.num_steps(3), k2.needs_threshold) == ("eagle3", 2, False)
+    assert (k2.kind, k2.num_steps(3), k2.needs_analysis) == ("eagle3", 2, False)
     fixed = configurations.parse("dynamic-t40")
-    assert (fixed.kind, fixed.threshold, fixed.needs_threshold) == ("dynamic", 40, False)
-    assert configurations.parse("dynamic").needs_threshold
+    assert (fixed.kind, fixed.threshold, fixed.needs_analysis) == ("dynamic", 40, False)
+    assert configurations.parse("dynamic").needs_analysis
+    assert configurations.parse("tuned").needs_analysis
+    zero = configurations.parse("zero-step")
+    assert (zero.threshold, zero.needs_analysis) == (1, False)
+    assert configurations.parse("sglang-default").adaptive == "default"
     for bad in ("eagle3-k0", "dynamic-t", "turbo", "EAGLE3"):
         with pytest.raises(ConfigError, match="unknown mode"):
             configurations.parse(bad)
@@ -143,3 +150,18 @@ def test_every_cli_flag_maps_to_a_schema_field() -> None:
     assert flags["server.speculative_num_steps"] == "--spec-steps"
     assert flags["prompt_sets"] == "--prompts"
     assert len(set(flags.values())) == len(flags)
+
+
+def test_schedules() -> None:
+    Schedule = configurations.Schedule
+    plain = Schedule.from_threshold(3, 32)
+    assert plain.to_json() == {"1": {"candidate_steps": [3]}, "32": {"candidate_steps": [0]}}
+    assert (plain.threshold, plain.launch_steps) == (32, 3)
+    assert [plain.steps_at(b) for b in (1, 31, 32, 200)] == [3, 3, 0, 0]
+    zero = Schedule.from_threshold(3, 1)
+    assert zero.to_json() == {"0": {"candidate_steps": [3]}, "1": {"candidate_steps": [0]}}
+    assert zero.threshold == 1 and zero.steps_at(1) == 0
+    tuned = Schedule(((1, 5), (17, 3), (129, 0)))
+    assert (tuned.threshold, tuned.launch_steps) == (None, 5)
+    assert Schedule.from_json(tuned.to_json()) == tuned
+    assert Schedule.from_json({"1": {"candidate_steps": [1, 3]}}) is None

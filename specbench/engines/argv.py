@@ -16,25 +16,17 @@ from typing import Any
 
 from specbench import configurations
 from specbench.config import ServerConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.results.store import atomic_write
 
 
 def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
-    """SGLang's adaptive JSON: K steps below batch size T, no drafting from T on.
-
-    Single-candidate slots never move (the EMA policy has nothing to choose), so the switch is
-    a pure batch-size threshold. With T == 1 every batch runs zero steps; K still has to appear
-    in some slot (a "0" slot no batch reaches), or SGLang refuses the explicit
-    `--speculative-num-steps K` as "not in the adaptive config candidate_steps".
-    """
-    if threshold <= 1:
-        return {"0": {"candidate_steps": [num_steps]}, "1": {"candidate_steps": [0]}}
-    return {"1": {"candidate_steps": [num_steps]}, str(threshold): {"candidate_steps": [0]}}
+    """SGLang's adaptive JSON for K steps below batch size T and none from T on."""
+    return Schedule.from_threshold(num_steps, threshold).to_json()
 
 
-def write_adaptive_config(path: Path, num_steps: int, threshold: int) -> Path:
-    return atomic_write(path, json.dumps(adaptive_config(num_steps, threshold), indent=2) + "\n")
+def write_adaptive_config(path: Path, schedule: Schedule) -> Path:
+    return atomic_write(path, json.dumps(schedule.to_json(), indent=2) + "\n")
 
 
 def _configuration(config: ServerConfiguration | str) -> ServerConfiguration:
@@ -48,8 +40,14 @@ def build_argv(
     port: int,
     max_running_requests: int,
     adaptive_config_path: Path | None = None,
+    schedule: Schedule | None = None,
 ) -> list[str]:
-    """SGLang flags (without the program) for one configuration (or its name)."""
+    """SGLang flags (without the program) for one configuration (or its name).
+
+    A dynamic server with a `schedule` launches at the schedule's largest step count; SGLang's
+    default schedule (`sglang-default`) gets no steps at all, so SGLang picks them from its
+    built-in candidates as a user of bare `--speculative-adaptive` would get.
+    """
     spec = _configuration(config)
     argv = [
         "--model-path",
@@ -69,27 +67,24 @@ def build_argv(
     if spec.speculative:
         if not server.draft_model_path:
             raise ValueError(f"{spec.name} needs a draft model path")
-        k = spec.num_steps(server.speculative_num_steps)
         argv += [
             "--speculative-algorithm",
             "EAGLE3",
             "--speculative-draft-model-path",
             server.draft_model_path,
-            "--speculative-num-steps",
-            str(k),
-            "--speculative-eagle-topk",
-            "1",
-            "--speculative-num-draft-tokens",
-            str(k + 1),
         ]
+        if spec.adaptive != "default":
+            k = schedule.launch_steps if schedule else spec.num_steps(server.speculative_num_steps)
+            argv += ["--speculative-num-steps", str(k)]
+        argv += ["--speculative-eagle-topk", "1"]
+        if spec.adaptive != "default":
+            argv += ["--speculative-num-draft-tokens", str(k + 1)]
     if spec.kind == "dynamic":
-        if adaptive_config_path is None:
-            raise ValueError(f"{spec.name} needs an adaptive config file")
-        argv += [
-            "--speculative-adaptive",
-            "--speculative-adaptive-config",
-            str(adaptive_config_path),
-        ]
+        argv.append("--speculative-adaptive")
+        if spec.adaptive != "default":
+            if adaptive_config_path is None:
+                raise ValueError(f"{spec.name} needs an adaptive config file")
+            argv += ["--speculative-adaptive-config", str(adaptive_config_path)]
     argv += list(server.extra_args)
     return argv
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.config import SweepConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import server_info
 from specbench.engines.process import ServerStartError, http_get, wait_ready
 
@@ -63,13 +63,15 @@ class AttachEngine:
     def version(self) -> str | None:
         return None
 
-    def describe(self, config: ServerConfiguration, adaptive_path: Path | None) -> str:
+    def describe(
+        self, config: ServerConfiguration, adaptive_path: Path | None, schedule: Schedule | None
+    ) -> str:
         return f"attach {dict(self.cfg.attach).get(config.name, '?')}"
 
     def start(
         self,
         config: ServerConfiguration,
-        threshold: int | None,
+        schedule: Schedule | None,
         run_dir: Path,
         label: str | None = None,
     ) -> Server:
@@ -97,7 +99,7 @@ class AttachEngine:
             env={},
             time_scale=float(info.get("sim_time_scale", 1.0)),
             info=info,
-            threshold=threshold,
+            schedule=schedule,
             label=label,
         )
         verify(server, self.cfg, launched=False)

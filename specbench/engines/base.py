@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from specbench.config import SweepConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import SGLANG_DEFAULT_ADAPTIVE_STEPS, Schedule, ServerConfiguration
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info
 from specbench.engines.attach import fetch_server_info
@@ -53,7 +53,7 @@ class Server:
     env: dict[str, str]
     time_scale: float
     info: dict[str, Any] = field(default_factory=dict)
-    threshold: int | None = None
+    schedule: Schedule | None = None  # a dynamic server's adaptive slots (None: SGLang's own)
     process: ServerProcess | None = None
     log_path: Path | None = None
     label: str | None = None  # prompt sets a per-set dynamic server serves, for file names
@@ -62,6 +62,10 @@ class Server:
     @property
     def name(self) -> str:
         return self.config.name
+
+    @property
+    def threshold(self) -> int | None:
+        return self.schedule.threshold if self.schedule else None
 
     def model_name(self, default: str) -> str:
         return str(self.info.get("served_model_name") or default)
@@ -97,6 +101,7 @@ class Server:
             url=self.base_url,
             log=self.log_path.name if self.log_path else None,
             threshold=self.threshold,
+            slots={str(k): v for k, v in self.schedule.slots} if self.schedule else None,
             server_info={k: self.info[k] for k in _INFO_KEYS if k in self.info},
             time_scale=self.time_scale,
             per_prompt_set=per_set,
@@ -123,17 +128,19 @@ class Engine(Protocol):
     def version(self) -> str | None:
         """The engine's version for the manifest, if known."""
 
-    def describe(self, config: ServerConfiguration, adaptive_path: Path | None) -> str:
+    def describe(
+        self, config: ServerConfiguration, adaptive_path: Path | None, schedule: Schedule | None
+    ) -> str:
         """What starting this configuration would do (the dry run's line)."""
 
     def start(
         self,
         config: ServerConfiguration,
-        threshold: int | None,
+        schedule: Schedule | None,
         run_dir: Path,
         label: str | None = None,
     ) -> Server:
-        """A ready server that has been checked against what was asked."""
+        """A ready server (a dynamic one following `schedule`), checked against what was asked."""
 
 
 def adaptive_path(run_dir: Path, config: ServerConfiguration, label: str | None) -> Path:
@@ -142,12 +149,20 @@ def adaptive_path(run_dir: Path, config: ServerConfiguration, label: str | None)
 
 def verify(server: Server, cfg: SweepConfig, *, launched: bool) -> None:
     """Raise ServerStartError (one line) when /server_info is not what the sweep asked for."""
+    config, schedule = server.config, server.schedule
+    steps = config.num_steps(cfg.server.speculative_num_steps)
+    if schedule is not None:
+        steps = schedule.launch_steps
+    elif config.adaptive == "default":
+        steps = SGLANG_DEFAULT_ADAPTIVE_STEPS
     expected = server_info.Expected(
-        mode=server.config.kind,
-        speculative_num_steps=server.config.num_steps(cfg.server.speculative_num_steps),
+        mode=config.kind,
+        speculative_num_steps=steps,
         max_running_requests=cfg.max_running_requests if launched else None,
         largest_concurrency=max(cfg.concurrency),
         threshold=server.threshold,
+        schedule=schedule if schedule is not None and schedule.threshold is None else None,
+        adaptive_default=config.adaptive == "default",
     )
     problems = server_info.check_server_info(server.info, expected)
     if problems:
@@ -173,7 +188,12 @@ class LaunchedEngine:
         self.cfg = cfg
         self.time_scale = 1.0
 
-    def command(self, config: ServerConfiguration, adaptive_path: Path | None) -> list[str]:
+    def command(
+        self,
+        config: ServerConfiguration,
+        adaptive_path: Path | None,
+        schedule: Schedule | None = None,
+    ) -> list[str]:
         raise NotImplementedError
 
     def preflight(self) -> None:
@@ -190,27 +210,26 @@ class LaunchedEngine:
     def version(self) -> str | None:
         return None
 
-    def describe(self, config: ServerConfiguration, adaptive_path: Path | None) -> str:
+    def describe(
+        self, config: ServerConfiguration, adaptive_path: Path | None, schedule: Schedule | None
+    ) -> str:
         env = argv_mod.server_env(config, self.cfg.server)
         prefix = " ".join(f"{k}={v}" for k, v in env.items())
-        return f"{prefix + ' ' if prefix else ''}{' '.join(self.command(config, adaptive_path))}"
+        command = self.command(config, adaptive_path, schedule)
+        return f"{prefix + ' ' if prefix else ''}{' '.join(command)}"
 
     def start(
         self,
         config: ServerConfiguration,
-        threshold: int | None,
+        schedule: Schedule | None,
         run_dir: Path,
         label: str | None = None,
     ) -> Server:
         cfg = self.cfg
         path = None
-        if config.kind == "dynamic":
-            assert threshold is not None
-            steps = config.num_steps(cfg.server.speculative_num_steps)
-            path = argv_mod.write_adaptive_config(
-                adaptive_path(run_dir, config, label), steps, threshold
-            )
-        argv = self.command(config, path)
+        if schedule is not None:
+            path = argv_mod.write_adaptive_config(adaptive_path(run_dir, config, label), schedule)
+        argv = self.command(config, path, schedule)
         env = argv_mod.server_env(config, cfg.server)
         log_path = run_dir / "servers" / f"{config.name}.log"
         proc = ServerProcess(
@@ -229,7 +248,7 @@ class LaunchedEngine:
             argv=argv,
             env=env,
             time_scale=self.time_scale,
-            threshold=threshold,
+            schedule=schedule,
             process=proc,
             log_path=log_path,
             label=label,

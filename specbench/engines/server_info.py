@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.configurations import Schedule
 from specbench.errors import ConfigError
 
 # SGLang accepts EAGLE3 case-insensitively and maps NEXTN to EAGLE; specbench asks for EAGLE3.
@@ -37,6 +38,8 @@ class Expected:
     largest_concurrency: int
     max_running_requests: int | None = None
     threshold: int | None = None
+    schedule: Schedule | None = None  # a tuned schedule (not a single threshold)
+    adaptive_default: bool = False  # bare --speculative-adaptive: SGLang's built-in slots
     speculative_eagle_topk: int = 1
     speculative_num_draft_tokens: int | None = None  # None: steps + 1 (forced by topk 1)
 
@@ -204,7 +207,46 @@ def _check_speculative(
         )
     if mode == "dynamic" and adaptive and expected.threshold is not None:
         problems += _check_threshold(info, expected)
+    elif mode == "dynamic" and adaptive and expected.schedule is not None:
+        problems += _check_schedule(info, expected.schedule)
+    elif mode == "dynamic" and adaptive and expected.adaptive_default:
+        path = info.get("speculative_adaptive_config")
+        if path:
+            problems.append(
+                f"the dynamic server uses the adaptive config {path}, expected SGLang's built-in "
+                "one; launch it with --speculative-adaptive and no --speculative-adaptive-config"
+            )
     return problems
+
+
+def _read_adaptive_config(path: object) -> dict[str, Any] | None:
+    """The adaptive JSON a server was launched with, when it is readable from here (an
+    attached server's path may be on another machine)."""
+    config_path = Path(str(path))
+    if not config_path.is_file():
+        return None
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _check_schedule(info: dict[str, Any], schedule: Schedule) -> list[str]:
+    path = info.get("speculative_adaptive_config")
+    if not path:
+        return [
+            "the dynamic server has no --speculative-adaptive-config, so it uses SGLang's "
+            "built-in slots instead of the tuned schedule; pass --speculative-adaptive-config "
+            "with specbench's JSON"
+        ]
+    config = _read_adaptive_config(path)
+    if config is not None and Schedule.from_json(config) != schedule:
+        return [
+            f"the dynamic server's adaptive config {path} is not the tuned schedule "
+            f"{schedule.to_json()}; write it with specbench threshold --write-adaptive-config"
+        ]
+    return []
 
 
 def _check_threshold(info: dict[str, Any], expected: Expected) -> list[str]:
@@ -219,22 +261,17 @@ def _check_threshold(info: dict[str, Any], expected: Expected) -> list[str]:
             f"{threshold}; pass --speculative-adaptive-config with specbench's JSON"
         )
         return problems
-    config_path = Path(str(path))
-    if config_path.is_file():  # an attached server's path may be on another machine
-        try:
-            config = json.loads(config_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            config = None
-        if isinstance(config, dict):
-            steps, found = routing_from_adaptive_config(config)
-            want_steps = expected.speculative_num_steps
-            # with T = 1 no batch ever drafts, so the steps below T do not matter
-            if found != threshold or (threshold > 1 and steps != want_steps):
-                problems.append(
-                    f"the dynamic server's adaptive config {config_path} routes "
-                    f"{steps} steps below batch size {found}, expected {want_steps} below "
-                    f"{threshold}; write it with specbench threshold --write-adaptive-config"
-                )
+    config = _read_adaptive_config(path)
+    if config is not None:
+        steps, found = routing_from_adaptive_config(config)
+        want_steps = expected.speculative_num_steps
+        # with T = 1 no batch ever drafts, so the steps below T do not matter
+        if found != threshold or (threshold > 1 and steps != want_steps):
+            problems.append(
+                f"the dynamic server's adaptive config {path} routes "
+                f"{steps} steps below batch size {found}, expected {want_steps} below "
+                f"{threshold}; write it with specbench threshold --write-adaptive-config"
+            )
     graph_bs = info.get("cuda_graph_bs_decode")
     if isinstance(graph_bs, list) and graph_bs:
         sizes = [v for v in (_as_int(b) for b in graph_bs) if v is not None]

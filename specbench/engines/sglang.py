@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from specbench.config import ServerConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines.argv import build_argv
 from specbench.engines.base import LaunchedEngine
 from specbench.errors import ConfigError
@@ -48,6 +48,7 @@ def launch_command(
     port: int,
     max_running_requests: int,
     adaptive_config_path: Path | None = None,
+    schedule: Schedule | None = None,
 ) -> list[str]:
     """The full command line of one configuration's real SGLang server."""
     return [
@@ -58,6 +59,7 @@ def launch_command(
             port=port,
             max_running_requests=max_running_requests,
             adaptive_config_path=adaptive_config_path,
+            schedule=schedule,
         ),
     ]
 
@@ -114,11 +116,17 @@ class SGLangEngine(LaunchedEngine):
     def version(self) -> str | None:
         return sglang_version(sys.executable)
 
-    def command(self, config: ServerConfiguration, adaptive_path: Path | None) -> list[str]:
+    def command(
+        self,
+        config: ServerConfiguration,
+        adaptive_path: Path | None,
+        schedule: Schedule | None = None,
+    ) -> list[str]:
         return launch_command(
             config,
             self.cfg.server,
             port=self.cfg.server.port,
             max_running_requests=self.cfg.max_running_requests,
             adaptive_config_path=adaptive_path,
+            schedule=schedule,
         )

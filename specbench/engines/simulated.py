@@ -11,7 +11,7 @@ from pathlib import Path
 
 import specbench
 from specbench.config import SweepConfig
-from specbench.configurations import ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines.argv import build_argv
 from specbench.engines.base import LaunchedEngine
 
@@ -27,7 +27,12 @@ class SimEngine(LaunchedEngine):
     def version(self) -> str | None:
         return f"specbench.sim {specbench.__version__}"
 
-    def command(self, config: ServerConfiguration, adaptive_path: Path | None) -> list[str]:
+    def command(
+        self,
+        config: ServerConfiguration,
+        adaptive_path: Path | None,
+        schedule: Schedule | None = None,
+    ) -> list[str]:
         cfg = self.cfg
         argv = build_argv(
             config,
@@ -35,6 +40,7 @@ class SimEngine(LaunchedEngine):
             port=cfg.server.port,
             max_running_requests=cfg.max_running_requests,
             adaptive_config_path=adaptive_path,
+            schedule=schedule,
         )
         return [
             sys.executable,

@@ -16,6 +16,8 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from specbench import configurations
+from specbench.config import to_dict
 from specbench.errors import ConfigError, UserError
 from specbench.results import Run
 from specbench.stats import finite_or_none
@@ -119,14 +121,9 @@ def _dig(obj: Any, path: tuple[str, ...]) -> Any:
 def _config_problems(
     reference: Run, candidate: Run, allowed: Sequence[str] = (), notes: list[str] | None = None
 ) -> list[str]:
-    ref_cfg = reference.manifest.get("config")
-    cand_cfg = candidate.manifest.get("config")
+    ref_cfg = to_dict(reference.manifest.config)
+    cand_cfg = to_dict(candidate.manifest.config)
     problems = []
-    for name, cfg in (("reference", ref_cfg), ("candidate", cand_cfg)):
-        if not isinstance(cfg, dict):
-            problems.append(f"the {name} manifest has no 'config' (not written by specbench sweep)")
-    if problems:
-        return problems
     fields = list(_CONFIG_FIELDS)
     if "sim" in (_dig(ref_cfg, ("engine",)), _dig(cand_cfg, ("engine",))):
         fields.append(_SIM_PROFILE_FIELD)
@@ -157,11 +154,22 @@ def threshold_only_levels(run: Run, keys: Iterable[Key]) -> set[Key]:
     throughput does not repeat between identical runs (measured: up to 50% apart); with an
     auto threshold the levels themselves move. They are reported in the run, not gated.
     """
-    grid = _dig(run.manifest, ("config", "concurrency"))
-    if not isinstance(grid, list | tuple) or not grid:
-        return set()
-    levels = {int(c) for c in grid}
-    return {k for k in keys if k[0] == "dynamic" and k[2] not in levels}
+    levels = set(run.manifest.config.concurrency)
+    return {k for k in keys if _straddles(k[0]) and k[2] not in levels}
+
+
+def _straddles(name: str) -> bool:
+    """Whether a configuration's sweep adds levels around its threshold."""
+    try:
+        config = configurations.parse(name)
+    except ConfigError:
+        return False
+    return config.adaptive == "threshold" and config.threshold != 1
+
+
+def _sha256(run: Run, name: str) -> str | None:
+    record = run.manifest.prompt_sets.get(name)
+    return record.sha256 if record is not None else None
 
 
 def _prompt_set_problems(
@@ -176,8 +184,8 @@ def _prompt_set_problems(
         )
     unverified = []
     for name in sorted(ref_sets & cand_sets):
-        ref_hash = _dig(reference.manifest, ("prompt_sets", name, "sha256"))
-        cand_hash = _dig(candidate.manifest, ("prompt_sets", name, "sha256"))
+        ref_hash = _sha256(reference, name)
+        cand_hash = _sha256(candidate, name)
         if ref_hash is None and cand_hash is None:
             unverified.append(name)
         elif ref_hash is None or cand_hash is None:

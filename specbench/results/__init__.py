@@ -33,10 +33,6 @@ from specbench.results.points import (
 from specbench.results.run import ANALYSIS_FILE, Run, load_run, store_reference
 from specbench.results.store import atomic_write, utc_now, write_json
 
-# TRANSITION: old names still used by modules being refactored in parallel.
-write_json_atomic = write_json
-write_text_atomic = atomic_write
-
 __all__ = [
     "ANALYSIS_FILE",
     "KEY_COLUMNS",

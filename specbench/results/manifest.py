@@ -60,6 +60,7 @@ class ServerRecord(_Record):
     url: str
     log: str | None = None
     threshold: int | None = None
+    slots: dict[str, int] | None = None  # a dynamic server's steps per batch-size slot
     server_info: dict[str, Any] = Field(default_factory=dict)
     time_scale: float = 1.0
     per_prompt_set: dict[str, PerSetServer] = Field(default_factory=dict)
@@ -68,7 +69,7 @@ class ServerRecord(_Record):
 class ThresholdRecord(_Record):
     """The dynamic server's batch-size threshold: one per prompt set, and the recommendation."""
 
-    value: int
+    value: int | None  # the mixed-deployment threshold (None: per-set thresholds only)
     source: Literal["given", "auto", "default"]
     per_prompt_set: dict[str, int] = Field(default_factory=dict)
 
@@ -92,6 +93,8 @@ class Manifest(_Record):
     prompt_sets: dict[str, PromptSetRecord]
     servers: dict[str, ServerRecord] = Field(default_factory=dict)
     threshold: ThresholdRecord | None = None
+    # The tuned server's steps per batch-size slot, per prompt set (`specbench tune`).
+    tuned: dict[str, dict[str, int]] = Field(default_factory=dict)
     started_at: str
     ended_at: str | None = None
     status: RunStatus = "running"
@@ -106,13 +109,6 @@ class Manifest(_Record):
         self.status = status
         self.ended_at = utc_now()
         self.save(run_dir)
-
-    def get(self, key: str, default: Any = None) -> Any:  # TRANSITION: legacy dict readers
-        view = self.model_dump(mode="json")
-        view["modes"] = view["servers"]
-        view["host"] = self.fingerprint
-        view["gpu"] = self.fingerprint.get("gpus")
-        return view.get(key, default)
 
     def thresholds(self) -> dict[str, int]:
         """The stored per-prompt-set thresholds (empty before they are chosen)."""
@@ -132,9 +128,6 @@ def read_manifest(run_dir: Path) -> Manifest:
     except OSError as exc:
         raise RunDirError(f"{path} cannot be read ({exc}); check its permissions") from None
     version = _schema_version(text)
-    legacy = json.loads(text)
-    if version == 1 or "modes" in legacy:  # TRANSITION: dict manifests until readers are typed
-        return legacy
     if version != SCHEMA_VERSION:
         raise RunDirError(
             f"{run_dir} has result schema version {version}, "
@@ -144,8 +137,6 @@ def read_manifest(run_dir: Path) -> Manifest:
     try:
         return Manifest.model_validate_json(text)
     except ValidationError as exc:
-        if True:  # TRANSITION: hand-built test manifests until the builders are typed
-            return legacy
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"])
         raise RunDirError(

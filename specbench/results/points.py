@@ -133,9 +133,7 @@ def summary_frame(rows: list[dict[Any, Any]], source: Path | None = None) -> pd.
         return pd.DataFrame({col: pd.Series(dtype="object") for col in SUMMARY_COLUMNS})
     frame = pd.DataFrame(rows)
     missing = [col for col in SUMMARY_COLUMNS if col not in frame.columns]
-    for col in missing:  # TRANSITION: test builders still write partial rows
-        frame[col] = pd.Series(dtype="object")
-    if missing and False:
+    if missing:
         where = source or "the summary"
         raise RunDirError(
             f"{where} lacks the public summary column(s) {', '.join(missing)}; "

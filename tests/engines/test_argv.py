@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from specbench.config import ServerConfig
+from specbench.configurations import Schedule
 from specbench.engines.argv import adaptive_config, build_argv, server_env, write_adaptive_config
 
 
@@ -66,7 +67,7 @@ def test_never_the_ambiguous_graph_flag() -> None:
 def test_adaptive_json_is_single_candidate_slots(tmp_path: Path) -> None:
     assert adaptive_config(3, 32) == {"1": {"candidate_steps": [3]}, "32": {"candidate_steps": [0]}}
     assert adaptive_config(3, 1) == {"0": {"candidate_steps": [3]}, "1": {"candidate_steps": [0]}}
-    path = write_adaptive_config(tmp_path / "x" / "cfg.json", 5, 17)
+    path = write_adaptive_config(tmp_path / "x" / "cfg.json", Schedule.from_threshold(5, 17))
     assert json.loads(path.read_text()) == {
         "1": {"candidate_steps": [5]},
         "17": {"candidate_steps": [0]},

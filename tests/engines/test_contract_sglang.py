@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from specbench.config import ServerConfig
+from specbench.configurations import Schedule
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info
 from specbench.engines import sglang as sg
@@ -287,9 +288,8 @@ def specbench_argv(
 ) -> list[str]:
     adaptive = None
     if mode == "dynamic":
-        adaptive = argv_mod.write_adaptive_config(
-            tmp_path / "dynamic.adaptive.json", server.speculative_num_steps, threshold
-        )
+        schedule = Schedule.from_threshold(server.speculative_num_steps, threshold)
+        adaptive = argv_mod.write_adaptive_config(tmp_path / "dynamic.adaptive.json", schedule)
     argv = argv_mod.build_argv(
         mode, server, port=free_port(), max_running_requests=max_running_requests,
         adaptive_config_path=adaptive,
@@ -477,7 +477,8 @@ def route(probe: Probe, config_path: Path, steps: int, batch_sizes: list[int],
 def test_sglang_routes_below_threshold_to_k_steps_and_from_it_to_zero(
     probe: Probe, tmp_path: Path, steps: int, threshold: int
 ):
-    path = argv_mod.write_adaptive_config(tmp_path / "a.json", steps, threshold)
+    schedule = Schedule.from_threshold(steps, threshold)
+    path = argv_mod.write_adaptive_config(tmp_path / "a.json", schedule)
     batch_sizes = list(range(1, 301))
     routed = route(probe, path, steps, batch_sizes)
     assert routed == [steps if bs < threshold else 0 for bs in batch_sizes]
@@ -499,7 +500,8 @@ def test_effective_threshold_matches_sglang_padding(
     probe: Probe, tmp_path: Path, cuda_graph_bs: list[int]
 ):
     threshold = 32
-    path = argv_mod.write_adaptive_config(tmp_path / "a.json", STEPS, threshold)
+    schedule = Schedule.from_threshold(STEPS, threshold)
+    path = argv_mod.write_adaptive_config(tmp_path / "a.json", schedule)
     batch_sizes = list(range(1, 301))
     routed = route(probe, path, STEPS, batch_sizes, cuda_graph_bs)
     by_bs = dict(zip(batch_sizes, routed, strict=True))

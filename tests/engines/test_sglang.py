@@ -17,6 +17,7 @@ import pytest
 
 from specbench import fingerprint
 from specbench.config import ConfigError, ServerConfig
+from specbench.configurations import Schedule
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose
 from specbench.engines import server_info as si
@@ -322,7 +323,8 @@ def expected(mode: str, **kw: Any) -> si.Expected:
 
 @pytest.fixture
 def dynamic_config(tmp_path: Path) -> str:
-    return str(argv_mod.write_adaptive_config(tmp_path / "dynamic.adaptive.json", 3, 32))
+    path = tmp_path / "dynamic.adaptive.json"
+    return str(argv_mod.write_adaptive_config(path, Schedule.from_threshold(3, 32)))
 
 
 def test_each_mode_with_the_asked_settings_passes(dynamic_config: str):
@@ -405,7 +407,7 @@ def test_missing_algorithm_is_one_problem_not_four():
 
 
 def test_dynamic_server_with_another_threshold_in_its_config(tmp_path: Path):
-    path = argv_mod.write_adaptive_config(tmp_path / "a.json", 3, 64)
+    path = argv_mod.write_adaptive_config(tmp_path / "a.json", Schedule.from_threshold(3, 64))
     problem = only_problem(server_info("dynamic", adaptive_config=str(path)), expected("dynamic"))
     assert "below batch size 64" in problem and "below 32" in problem
 
