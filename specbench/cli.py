@@ -19,6 +19,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from specbench import cli_text
 from specbench import config as config_mod
 from specbench.errors import UserError
 
@@ -134,7 +135,7 @@ def cli_layer(values: dict[str, Any]) -> dict[str, Any]:
         value = values.get(opt.param)
         if value is None or value == []:
             continue
-        plain = config_mod.parse_cli_text(opt.parse, value, opt.flag.lstrip("-"))
+        plain = cli_text.parse_cli_text(opt.parse, value, opt.flag.lstrip("-"))
         target = layer
         for part in opt.path[:-1]:
             target = target.setdefault(part, {})
@@ -149,6 +150,7 @@ def _run_sweep(
     quick: bool,
     preset: str | None,
     dry_run: bool,
+    base: dict[str, Any] | None = None,
     **values: Any,
 ) -> None:
     """Launch the servers, sweep concurrency, and leave a complete run directory."""
@@ -165,7 +167,9 @@ def _run_sweep(
         )
     else:
         cfg = _guard(
-            lambda: config_mod.resolve(cli_values, preset=chosen, config_file=config_file)
+            lambda: config_mod.resolve(
+                cli_values, preset=chosen, config_file=config_file, base=base
+            )
         )
     console = Console()
     if dry_run:
@@ -227,6 +231,16 @@ sweep.__signature__ = _sweep_signature()  # type: ignore[attr-defined]
 app.command()(sweep)
 
 
+def tune(**kwargs: Any) -> None:
+    """Tune a steps schedule: EAGLE-3 at K = 1, 2, 3, 5, zero-step and SGLang's default
+    adaptive, the best K per batch size as SGLang's adaptive JSON, then that server measured."""
+    _run_sweep(base=config_mod.TUNE_LAYER, **kwargs)
+
+
+tune.__signature__ = _sweep_signature()  # type: ignore[attr-defined]
+app.command()(tune)
+
+
 # ---------------------------------------------------------------------------------------------
 # Readers of a run directory.
 
@@ -268,20 +282,53 @@ def threshold(
     write_adaptive_config: Annotated[
         Path | None, typer.Option(help="write SGLang's adaptive JSON here")
     ] = None,
+    prompt_set: Annotated[
+        str | None, typer.Option(help="the prompt set whose threshold or schedule to write")
+    ] = None,
 ) -> None:
-    """Print the crossover and the recommended batch-size threshold."""
+    """Print the decisions and write the adaptive JSON for one server (tuned schedule if any)."""
     from specbench import analysis
-    from specbench.configurations import Schedule
-    from specbench.engines.argv import write_adaptive_config as write_cfg
 
     run = _load(run_dir)
     found = _guard(lambda: analysis.write_analysis(run))
     print(analysis.threshold_summary(run))
     if write_adaptive_config is not None:
-        steps = analysis.speculative_num_steps(run)
-        schedule = Schedule.from_threshold(steps, int(found["recommended_threshold"]))
-        write_cfg(write_adaptive_config, schedule)
-        print(f"adaptive config: {write_adaptive_config}")
+        schedule = _guard(lambda: _chosen_schedule(run, found, prompt_set))
+        from specbench.engines.argv import write_adaptive_config as write_schedule
+
+        write_schedule(write_adaptive_config, schedule)
+        print(f"adaptive config: {write_adaptive_config} {schedule.to_json()}")
+
+
+def _chosen_schedule(run: Any, found: dict[str, Any], prompt_set: str | None) -> Any:
+    """The schedule to deploy: a prompt set's tuned schedule or one-server threshold, or the
+    measured mix's threshold; one line when the run cannot say which."""
+    from specbench import analysis
+    from specbench.configurations import Schedule
+    from specbench.errors import ConfigError
+
+    sets = found["prompt_sets"]
+    if prompt_set is None and len(sets) == 1:
+        prompt_set = next(iter(sets))
+    if prompt_set is None:
+        mixed = found.get("recommended_threshold")
+        if mixed is None:
+            raise ConfigError(
+                f"this run has per-set thresholds ({', '.join(sets)}) and no measured mix; "
+                "pass --prompt-set NAME, or measure a mix with specbench sweep --mix"
+            )
+        return Schedule.from_threshold(analysis.speculative_num_steps(run), int(mixed))
+    if prompt_set not in sets:
+        raise ConfigError(
+            f"prompt set {prompt_set!r} is not in this run; choose from {', '.join(sets)}"
+        )
+    entry = sets[prompt_set]
+    slots = (entry.get("schedule") or {}).get("slots")
+    if slots:
+        return Schedule(tuple(sorted((int(k), int(v)) for k, v in slots.items())))
+    one_server = entry.get("one_server") or {}
+    chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
+    return Schedule.from_threshold(analysis.speculative_num_steps(run), int(chosen))
 
 
 @app.command()

@@ -13,7 +13,6 @@ instead of coerced, while TOML arrays still become tuples. Every problem raises
 from __future__ import annotations
 
 import json
-import shlex
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -197,6 +196,13 @@ class SweepConfig(_Section):
         cli="--concurrency",
         parse="csv_int",
     )
+    mix: dict[str, float] | None = option(
+        None,
+        "measure a mixed workload too, e.g. coding=0.5,agentic=0.5 (its threshold is the "
+        "mixed-deployment recommendation)",
+        cli="--mix",
+        parse="weights",
+    )
     threshold: int | None = option(
         None,
         "auto (from the crossover) or a batch size",
@@ -223,6 +229,20 @@ class SweepConfig(_Section):
             configurations.parse(name)  # raises ConfigError naming the mode
         return tuple(dict.fromkeys(value))
 
+    @field_validator("mix")
+    @classmethod
+    def _positive_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return None
+        if not value or any(w <= 0 for w in value.values()):
+            raise ConfigError(
+                "--mix needs at least one prompt set with a positive weight; "
+                "use e.g. --mix coding=0.5,agentic=0.5"
+            )
+        if "mix" in value:
+            raise ConfigError("--mix cannot contain a set named mix; name the sets it mixes")
+        return value
+
     @field_validator("concurrency")
     @classmethod
     def _sorted_levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
@@ -240,6 +260,11 @@ class SweepConfig(_Section):
         if self.server.max_running_requests is not None:
             return self.server.max_running_requests
         return max(self.concurrency)
+
+    @property
+    def measured_sets(self) -> tuple[str, ...]:
+        """The prompt sets points are measured for: the named ones, and the mix if asked."""
+        return (*self.prompt_sets, "mix") if self.mix else self.prompt_sets
 
     @property
     def configurations(self) -> list[configurations.ServerConfiguration]:
@@ -385,87 +410,6 @@ def field_value(cfg: SweepConfig, dotted: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Command-line text to option values (the option table itself is generated in cli.py).
-
-
-def parse_concurrency(text: str) -> tuple[int, ...]:
-    levels: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError:
-            raise ConfigError(
-                f"concurrency level {part!r} is not a whole number; "
-                "use a comma-separated list such as 1,2,4,8"
-            ) from None
-        if value <= 0:
-            raise ConfigError(
-                f"concurrency level {value} must be at least 1; "
-                "use a comma-separated list of positive integers"
-            )
-        levels.append(value)
-    if not levels:
-        raise ConfigError("the concurrency list is empty; give at least one level, e.g. 1,8,64")
-    return tuple(sorted(set(levels)))
-
-
-def parse_names(text: str, what: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-    if not names:
-        raise ConfigError(f"no {what} given; name at least one")
-    return names
-
-
-def parse_threshold(text: str | None) -> int | None:
-    if text is None or text.strip().lower() == "auto":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigError(
-            f"threshold {text!r} is not a positive integer; "
-            "use --threshold auto or a batch size such as 32"
-        )
-    return value
-
-
-def parse_attach(items: list[str]) -> list[list[str]]:
-    pairs = []
-    for item in items:
-        name, sep, url = item.partition("=")
-        if not sep or not url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"--attach {item!r} is not MODE=URL; use e.g. --attach baseline=http://10.0.0.5:30000"
-            )
-        pairs.append([name, url])
-    return pairs
-
-
-def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
-    """One option's command-line value as the plain value its schema field takes."""
-    if kind == "csv":
-        return list(parse_names(value, what))
-    if kind == "csv_int":
-        return list(parse_concurrency(value))
-    if kind == "shlex":
-        return shlex.split(value)
-    if kind == "shlex_each":
-        # Flags given as one string each (`--sim-arg="--sim-stall-s 3"`), split as a shell
-        # would; nothing is ever run through a shell.
-        return [part for item in value for part in shlex.split(item)]
-    if kind == "threshold":
-        return parse_threshold(value)
-    if kind == "attach":
-        return parse_attach(value)
-    return str(value) if isinstance(value, Path) else value
-
-
-# ---------------------------------------------------------------------------------------------
 # Layering: preset < config file < command line; resume keeps the stored config.
 
 
@@ -475,6 +419,7 @@ def resolve(
     preset: str | None = None,
     config_file: Path | None = None,
     stored: dict[str, Any] | None = None,
+    base: dict[str, Any] | None = None,
 ) -> SweepConfig:
     """The one config of a sweep.
 
@@ -484,7 +429,7 @@ def resolve(
     is refused, naming the field, except for where results go and the secret key.
     """
     build(cli_values, source=COMMAND_LINE)  # so a bad value is named by its flag
-    layers: dict[str, Any] = {}
+    layers: dict[str, Any] = dict(base or {})  # a command's own defaults (`specbench tune`)
     if preset is not None:
         if preset not in PRESETS:
             raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
@@ -541,6 +486,15 @@ def validate(cfg: SweepConfig) -> None:
                 f"run name {name!r} is not a plain directory name; use letters, digits, '-' and '_'"
             )
 
+
+# `specbench tune`: EAGLE-3 at several K, zero-step and SGLang's default adaptive schedule, then
+# the tuned schedule measured. Under the preset, the config file and the command line. A 6 s
+# window at 5x keeps the eight configurations within about ten minutes on a 2-core machine.
+TUNE_LAYER: dict[str, Any] = {
+    "modes": list(configurations.TUNE_NAMES),
+    "load": {"window_s": 6.0},
+    "sim": {"time_scale": 5.0},
+}
 
 # Named option sets, applied under the config file and the command line. Windows are in
 # simulated-GPU seconds; the sim time scale only changes wall time, not the numbers.

@@ -34,7 +34,20 @@ Kind = Literal["baseline", "eagle3", "dynamic"]
 # How a dynamic server's steps follow the batch size: one threshold T (K below, 0 from T on),
 # SGLang's built-in default config, or a tuned per-slot schedule.
 Adaptive = Literal["threshold", "default", "schedule"]
-DEFAULT_NAMES: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
+# The default sweep: both static curves, the zero-step curve the dynamic server switches to,
+# and the dynamic server at the one-server threshold (where EAGLE-3 meets zero-step).
+DEFAULT_NAMES: tuple[str, ...] = ("baseline", "eagle3", "zero-step", "dynamic")
+# `specbench tune`: the static curves the schedule is picked from, SGLang's default, the schedule.
+TUNE_NAMES: tuple[str, ...] = (
+    "baseline",
+    "eagle3-k1",
+    "eagle3-k2",
+    "eagle3",
+    "eagle3-k5",
+    "zero-step",
+    "sglang-default",
+    "tuned",
+)
 # What bare `--speculative-adaptive` resolves to: the middle of the sorted union of its
 # built-in candidates [0, 1, 3, 5, 7] (SGLang 0.5.23, _init_adaptive_speculative_params).
 SGLANG_DEFAULT_ADAPTIVE_STEPS = 3

@@ -45,6 +45,8 @@ def _shown_schedule(config: ServerConfiguration, cfg: SweepConfig) -> Schedule |
 def _schedule_source(config: ServerConfiguration, cfg: SweepConfig, schedule: Schedule) -> str:
     if config.adaptive == "schedule":
         return "tuned after the static runs; shown with a placeholder"
+    if schedule.threshold == 1:
+        return "zero steps at every batch size"
     if config.threshold or cfg.threshold:
         return f"given T={schedule.threshold}"
     return f"computed after the baseline and eagle3 runs; shown with T={schedule.threshold}"
@@ -68,10 +70,10 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
             console.print(f"  adaptive config ({_schedule_source(config, cfg, schedule)}): "
                           + json.dumps(schedule.to_json()))
         levels = levels_for(config, cfg, schedule)
-        n = len(levels) * len(cfg.prompt_sets) * cfg.load.repeats
+        n = len(levels) * len(cfg.measured_sets) * cfg.load.repeats
         n_points += n
         console.print(
-            f"  {n} points: prompt sets {','.join(cfg.prompt_sets)} x concurrency "
+            f"  {n} points: prompt sets {','.join(cfg.measured_sets)} x concurrency "
             f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
         )
     minutes = estimate_s(cfg, engine, n_points) / 60

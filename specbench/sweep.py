@@ -58,8 +58,23 @@ def preflight(cfg: SweepConfig, engine: Engine) -> dict[str, prompts.PromptSet]:
         if ps.name in sets:
             raise ConfigError(f"two prompt sets are named {ps.name!r}; rename one of the files")
         sets[ps.name] = ps  # a file path is keyed by its stem, the name results use
+    if cfg.mix:
+        sets[prompts.MIX_NAME] = _mix(cfg, sets)
     engine.preflight()
     return sets
+
+
+def _mix(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> prompts.PromptSet:
+    assert cfg.mix is not None
+    if prompts.MIX_NAME in sets:
+        raise ConfigError("a prompt set is named mix, which --mix uses; rename that file")
+    parts = {}
+    for name in cfg.mix:
+        try:
+            parts[name] = sets[name] if name in sets else prompts.load_prompt_set(name)
+        except prompts.PromptSetError as exc:
+            raise ConfigError(f"--mix: {exc}") from None
+    return prompts.mix_prompt_set(parts, dict(cfg.mix), cfg.load.seed)
 
 
 @contextlib.contextmanager

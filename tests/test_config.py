@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from specbench import cli_text, configurations
 from specbench import config as cfgmod
-from specbench import configurations
 from specbench.config import ConfigError
 
 
@@ -14,7 +14,7 @@ from specbench.config import ConfigError
     [("1,2,4", (1, 2, 4)), ("8, 1 ,8", (1, 8)), ("250", (250,))],
 )
 def test_parse_concurrency_ok(text: str, expected: tuple[int, ...]) -> None:
-    assert cfgmod.parse_concurrency(text) == expected
+    assert cli_text.parse_concurrency(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -23,15 +23,15 @@ def test_parse_concurrency_ok(text: str, expected: tuple[int, ...]) -> None:
 )
 def test_parse_concurrency_bad(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
-        cfgmod.parse_concurrency(text)
+        cli_text.parse_concurrency(text)
 
 
 def test_threshold_parsing() -> None:
-    assert cfgmod.parse_threshold("auto") is None
-    assert cfgmod.parse_threshold("32") == 32
+    assert cli_text.parse_threshold("auto") is None
+    assert cli_text.parse_threshold("32") == 32
     for bad in ("0", "-1", "x", "1.5"):
         with pytest.raises(ConfigError, match="positive integer"):
-            cfgmod.parse_threshold(bad)
+            cli_text.parse_threshold(bad)
 
 
 # Each bad file gives one line naming the file, the key path and the value, and a fix.

@@ -27,6 +27,7 @@ import random
 from importlib import resources
 from pathlib import Path
 
+from specbench.prompts.mix import MIX_NAME, mix_prompt_set
 from specbench.prompts.model import (
     CHARS_PER_TOKEN,
     DEFAULT_MAX_TOKENS,
@@ -51,11 +52,33 @@ from specbench.prompts.schema import (
 from specbench.prompts.stats import PromptSetStats, Spread, percentile, prompt_set_stats
 
 __all__ = [
-    "BUILTIN_SETS", "CALL_ID_RE", "CHARS_PER_TOKEN", "DEFAULT_MAX_TOKENS", "ENV_PROMPTS_DIR",
-    "MAX_TOKENS_LIMIT", "PACKAGE_SETS", "ROLES", "TOOL_NAME_RE", "Problem", "PromptRequest",
-    "PromptSet", "PromptSetError", "PromptSetStats", "Spread", "available_set_names",
-    "expand_row", "load_prompt_set", "message_chars", "ordered_requests", "percentile",
-    "prompt_set_stats", "prompts_dir", "tools_chars", "validate_file",
+    "BUILTIN_SETS",
+    "CALL_ID_RE",
+    "CHARS_PER_TOKEN",
+    "DEFAULT_MAX_TOKENS",
+    "ENV_PROMPTS_DIR",
+    "MAX_TOKENS_LIMIT",
+    "MIX_NAME",
+    "PACKAGE_SETS",
+    "ROLES",
+    "TOOL_NAME_RE",
+    "Problem",
+    "PromptRequest",
+    "PromptSet",
+    "PromptSetError",
+    "PromptSetStats",
+    "Spread",
+    "available_set_names",
+    "expand_row",
+    "load_prompt_set",
+    "message_chars",
+    "mix_prompt_set",
+    "ordered_requests",
+    "percentile",
+    "prompt_set_stats",
+    "prompts_dir",
+    "tools_chars",
+    "validate_file",
 ]
 
 ENV_PROMPTS_DIR = "SPECBENCH_PROMPTS_DIR"
@@ -99,7 +122,10 @@ def load_prompt_set(name_or_path: str) -> PromptSet:
 
 def ordered_requests(ps: PromptSet, seed: int) -> list[PromptRequest]:
     """The send order for a set: a seeded shuffle that depends only on the set (its name and
-    request ids) and the seed, so every server mode (and every rerun) sees the same sequence."""
+    request ids) and the seed, so every server mode (and every rerun) sees the same sequence.
+    A mix (:mod:`.mix`) is built in its send order already."""
+    if ps.source == "mix":
+        return list(ps.requests)
     requests = sorted(ps.requests, key=lambda r: r.id)
     # A string seed is hashed with SHA-512 by `random`, so the order is stable across processes.
     random.Random(f"specbench-order/{seed}/{ps.name}").shuffle(requests)

@@ -76,7 +76,7 @@ class PromptSet:
     sha256: str
     rows: int  # sessions (lines) in the source
     requests: tuple[PromptRequest, ...]
-    source: str = "file"  # builtin | package | file
+    source: str = "file"  # builtin | package | file | mix
 
 
 def message_chars(messages: Iterable[dict[str, Any]]) -> int:

@@ -1,0 +1,110 @@
+"""Command-line text to option values: what `--concurrency 1,8,64` or `--mix a=1,b=2` means.
+
+The option table itself is generated from the config schema (`cli.py`); each option's `parse`
+kind (field metadata in `config.py`) names the function here that turns its text into the plain
+value the schema validates.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import ConfigError
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    levels: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError(
+                f"concurrency level {part!r} is not a whole number; "
+                "use a comma-separated list such as 1,2,4,8"
+            ) from None
+        if value <= 0:
+            raise ConfigError(
+                f"concurrency level {value} must be at least 1; "
+                "use a comma-separated list of positive integers"
+            )
+        levels.append(value)
+    if not levels:
+        raise ConfigError("the concurrency list is empty; give at least one level, e.g. 1,8,64")
+    return tuple(sorted(set(levels)))
+
+
+def parse_names(text: str, what: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    if not names:
+        raise ConfigError(f"no {what} given; name at least one")
+    return names
+
+
+def parse_threshold(text: str | None) -> int | None:
+    if text is None or text.strip().lower() == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(
+            f"threshold {text!r} is not a positive integer; "
+            "use --threshold auto or a batch size such as 32"
+        )
+    return value
+
+
+def parse_attach(items: list[str]) -> list[list[str]]:
+    pairs = []
+    for item in items:
+        name, sep, url = item.partition("=")
+        if not sep or not url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"--attach {item!r} is not MODE=URL; use e.g. --attach baseline=http://10.0.0.5:30000"
+            )
+        pairs.append([name, url])
+    return pairs
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, number = part.partition("=")
+        try:
+            weights[name.strip()] = float(number) if sep else float("nan")
+        except ValueError:
+            weights[name.strip()] = float("nan")
+        if not sep or not name.strip() or not weights[name.strip()] > 0:
+            raise ConfigError(
+                f"--mix {text!r} is not SET=WEIGHT,...; use e.g. --mix coding=0.5,agentic=0.5"
+            )
+    if not weights:
+        raise ConfigError("--mix is empty; use e.g. --mix coding=0.5,agentic=0.5")
+    return weights
+
+
+def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
+    """One option's command-line value as the plain value its schema field takes."""
+    if kind == "csv":
+        return list(parse_names(value, what))
+    if kind == "csv_int":
+        return list(parse_concurrency(value))
+    if kind == "shlex":
+        return shlex.split(value)
+    if kind == "shlex_each":
+        # Flags given as one string each (`--sim-arg="--sim-stall-s 3"`), split as a shell
+        # would; nothing is ever run through a shell.
+        return [part for item in value for part in shlex.split(item)]
+    if kind == "threshold":
+        return parse_threshold(value)
+    if kind == "attach":
+        return parse_attach(value)
+    if kind == "weights":
+        return parse_weights(value)
+    return str(value) if isinstance(value, Path) else value
