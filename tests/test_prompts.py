@@ -406,3 +406,22 @@ def test_cli_validate_ok_and_unknown_set(tmp_path: Path) -> None:
     assert bad.exit_code == 2
     assert bad.stderr.startswith("error: unknown prompt set 'nonsense'")
     assert bad.stderr.count("\n") == 1
+
+
+def test_mix_interleaves_by_weight_in_each_sets_seeded_order() -> None:
+    from collections import Counter
+
+    from specbench.prompts import load_prompt_set, mix_prompt_set, ordered_requests
+
+    parts = {"coding": load_prompt_set("coding"), "agentic": load_prompt_set("agentic")}
+    mix = mix_prompt_set(parts, {"coding": 3.0, "agentic": 1.0}, seed=5)
+    assert mix.name == "mix" and ordered_requests(mix, 5) == list(mix.requests)
+    # Every stretch of the send order holds the sets in their weights' proportions.
+    for start in range(0, 400, 40):
+        window = Counter(r.prompt_set for r in mix.requests[start : start + 40])
+        assert window == {"coding": 30, "agentic": 10}
+    coding = [r for r in mix.requests if r.prompt_set == "coding"]
+    assert coding[:50] == ordered_requests(parts["coding"], 5)[:50]
+    again = mix_prompt_set(parts, {"coding": 3.0, "agentic": 1.0}, seed=5)
+    assert again.sha256 == mix.sha256
+    assert mix_prompt_set(parts, {"coding": 1.0, "agentic": 1.0}, seed=5).sha256 != mix.sha256
