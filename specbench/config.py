@@ -119,6 +119,11 @@ class ServerConfig(_Section):
         cli="--cuda-graph-bs-decode",
         parse="csv_int",
     )
+    admin_api_key: str | None = _secret(
+        "admin key for /flush_cache (SGLang --admin-api-key)",
+        "--admin-api-key",
+        "SPECBENCH_ADMIN_API_KEY",
+    )
     ready_timeout_s: float = option(1800.0, "seconds a server may take to become ready", gt=0)
     stop_grace_s: float = option(10.0, "seconds between SIGTERM and SIGKILL", ge=0)
 

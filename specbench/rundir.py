@@ -19,6 +19,7 @@ from specbench import fingerprint, prompts
 from specbench.config import SweepConfig
 from specbench.engines import Engine
 from specbench.errors import ConfigError
+from specbench.redaction import redact
 from specbench.results import Manifest, PromptSetRecord, RunDirError, read_manifest, utc_now
 from specbench.results.manifest import EngineRecord
 
@@ -61,24 +62,6 @@ def create_manifest(
     )
     manifest.save(run_dir)
     return manifest
-
-
-def redact(command: list[str]) -> list[str]:
-    """Drop secrets from a recorded command line."""
-    out: list[str] = []
-    hide_next = False
-    for arg in command:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-        elif arg == "--api-key":
-            out.append(arg)
-            hide_next = True
-        elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
-        else:
-            out.append(arg)
-    return out
 
 
 def stored_config(run_dir: Path) -> dict[str, Any]:

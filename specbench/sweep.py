@@ -236,6 +236,7 @@ class Sweep:
         self.server = self.engine.start(config, schedule, self.run_dir, label)
         if names is None:
             return self.server
+        check_context(self.server.info, {n: self.sets[n] for n in names})
         previous = self.manifest.servers.get(config.name)
         self.manifest.servers[config.name] = self.server.record(names, previous)
         self.manifest.save(self.run_dir)
@@ -357,10 +358,21 @@ class Sweep:
             attempts += 1
             server = self.server
             assert server is not None
-            server.flush_cache()
+            flush = server.flush_cache()
+            if not flush.ok:
+                self.console.print(
+                    f"[yellow]warning:[/] {key.label}: the cache was not flushed ({flush.detail})"
+                )
             result = asyncio.run(runner.run_point(self._point_spec(key, server)))
             if not result.server_gone and server.alive():
-                self._record_point(key, server, result, attempts, errors)
+                record = PointRecord(
+                    status="ok",
+                    attempts=attempts,
+                    errors=errors,
+                    cache_flushed=flush.ok,
+                    flush_detail=flush.detail,
+                )
+                self._record_point(key, server, result, record)
                 return
             message = (
                 f"{key.label}: the {key.mode} server went away mid-point; "
@@ -380,12 +392,7 @@ class Sweep:
             self._start(server.config, server.schedule, None, server.label)
 
     def _record_point(
-        self,
-        key: PointKey,
-        server: Server,
-        result: runner.PointResult,
-        attempts: int,
-        errors: list[str],
+        self, key: PointKey, server: Server, result: runner.PointResult, record: PointRecord
     ) -> None:
         frame = metrics.requests_frame(result, server.time_scale)
         summary = metrics.summarize_point(
@@ -395,7 +402,7 @@ class Sweep:
             error_budget=self.cfg.load.error_budget,
         )
         results.write_point(self.run_dir, key, frame, summary)
-        self._set_point(key, PointRecord(status="ok", attempts=attempts, errors=errors))
+        self._set_point(key, record)
         acc = summary.get("accept_length")
         acc_text = f", accept {acc:.2f}" if isinstance(acc, float) and acc == acc else ""
         flags = summary.get("flags") or ""
@@ -408,6 +415,31 @@ class Sweep:
     def _set_point(self, key: PointKey, record: PointRecord) -> None:
         self.manifest.points[key.label] = record
         self.manifest.save(self.run_dir)
+
+
+def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> None:
+    """Refuse, before any load, prompt sets whose prompts cannot fit the server's context.
+
+    SGLang answers 400 when prompt + max_tokens exceeds the context length (unless it runs
+    with --allow-auto-truncate); every such request would count as an error. Prompt sizes are
+    estimated (about 4 characters per token), so only requests past the limit are named.
+    """
+    context = info.get("context_length")
+    if not isinstance(context, int) or info.get("allow_auto_truncate"):
+        return
+    lines = []
+    for name, ps in sets.items():
+        over = [r for r in ps.requests if r.est_input_tokens + r.max_tokens > context]
+        if over:
+            worst = max(over, key=lambda r: r.est_input_tokens + r.max_tokens)
+            lines.append(
+                f"prompt set {name}: {len(over)} of {len(ps.requests)} requests need more than "
+                f"the server's context length {context} (longest {worst.id}: about "
+                f"{worst.est_input_tokens} prompt + {worst.max_tokens} output tokens); raise "
+                "--context-length, launch with --allow-auto-truncate or drop those prompts"
+            )
+    if lines:
+        raise ConfigError("\n".join(lines))
 
 
 def conclude(run_dir: Path, console: Console) -> None:

@@ -24,13 +24,23 @@ if TYPE_CHECKING:
 _ATTACH_READY_S = 60.0
 
 
-def fetch_server_info(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+def fetch_server_info(
+    base_url: str, timeout_s: float = 10.0, api_key: str | None = None
+) -> dict[str, Any]:
+    """`GET /server_info` (it needs the API key when the server has one; /ready does not)."""
+    url = f"{base_url.rstrip('/')}/server_info"
     try:
-        status, body = http_get(f"{base_url.rstrip('/')}/server_info", timeout_s=timeout_s)
+        status, body = http_get(url, timeout_s=timeout_s, token=api_key)
     except (OSError, urllib.error.URLError) as exc:
         raise ServerStartError(
             f"cannot reach {base_url} ({exc}); check the --attach URL and that the server is up"
         ) from None
+    if status in (401, 403):
+        given = "was refused" if api_key else "is needed"
+        raise ServerStartError(
+            f"{url} answered HTTP {status}: the server's API key {given}; pass the server's "
+            "--api-key KEY (or set SPECBENCH_API_KEY)"
+        )
     if status != 200:
         raise ServerStartError(
             f"{base_url}/server_info answered HTTP {status}; is this an SGLang server?"
@@ -83,7 +93,7 @@ class AttachEngine:
             raise ServerStartError(
                 f"{url} did not answer /ready with 200 within {timeout_s:.0f} s; check the server"
             )
-        info = fetch_server_info(url)
+        info = fetch_server_info(url, api_key=self.cfg.load.api_key)
         found = server_info.detect_mode(info)
         if found != config.kind:
             raise ServerStartError(
@@ -101,6 +111,8 @@ class AttachEngine:
             info=info,
             schedule=schedule,
             label=label,
+            api_key=self.cfg.load.api_key,
+            admin_api_key=self.cfg.server.admin_api_key,
         )
         verify(server, self.cfg, launched=False)
         return server

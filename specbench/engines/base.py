@@ -15,7 +15,6 @@ is what was asked (`server_info.check_server_info`).
 
 from __future__ import annotations
 
-import time
 import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info
 from specbench.engines.attach import fetch_server_info
 from specbench.engines.process import ServerProcess, ServerStartError, http_get
+from specbench.redaction import redact
 from specbench.results.manifest import PerSetServer, ServerRecord
 
 # /server_info keys worth keeping in the manifest (the resolved speculative settings).
@@ -58,6 +58,8 @@ class Server:
     log_path: Path | None = None
     label: str | None = None  # prompt sets a per-set dynamic server serves, for file names
     stop_grace_s: float = 10.0
+    api_key: str | None = field(default=None, repr=False)
+    admin_api_key: str | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -77,26 +79,40 @@ class Server:
         if self.process is not None:
             self.process.stop(self.stop_grace_s if grace_s is None else grace_s)
 
-    def flush_cache(self, attempts: int = 50) -> None:
-        """Reset KV cache and spec counters; SGLang refuses (400) until the server is idle."""
-        for _ in range(attempts):
-            try:
-                status, _ = http_get(f"{self.base_url}/flush_cache", timeout_s=5.0)
-            except (OSError, urllib.error.URLError):
-                return
-            if status == 200:
-                return
-            time.sleep(0.1)
+    def flush_cache(self, wait_s: float = 60.0) -> Flush:
+        """Reset the KV cache and spec counters before a point.
+
+        SGLang answers 400 ("Flush cache failed.") while requests are still running; with
+        `?timeout=S` it waits up to S seconds for idle. The route needs the admin key when the
+        server has one, else the API key. A refused key stops the sweep (every point would run
+        on a warm cache); a flush that does not happen is recorded with the point.
+        """
+        url = f"{self.base_url}/flush_cache?timeout={wait_s:g}"
+        try:
+            status, body = http_get(url, timeout_s=wait_s + 10.0, token=self._flush_key)
+        except (OSError, urllib.error.URLError) as exc:
+            return Flush(False, f"no answer ({exc})")
+        if status in (401, 403):
+            raise ServerStartError(
+                f"{self.name} server refused /flush_cache (HTTP {status}): it needs the admin "
+                "key when it has one, else the API key; pass --admin-api-key KEY or --api-key KEY"
+            )
+        text = body.decode(errors="replace").strip()
+        return Flush(status == 200, text if status == 200 else f"HTTP {status}: {text}")
+
+    @property
+    def _flush_key(self) -> str | None:
+        return self.admin_api_key or self.api_key
 
     def record(self, names: list[str], previous: ServerRecord | None) -> ServerRecord:
         """This server for the manifest, keeping what earlier servers of the same
         configuration recorded for other prompt sets."""
         per_set = dict(previous.per_prompt_set) if previous else {}
         for name in names:
-            per_set[name] = PerSetServer(threshold=self.threshold, argv=self.argv)
+            per_set[name] = PerSetServer(threshold=self.threshold, argv=redact(self.argv))
         return ServerRecord(
             kind=self.config.kind,
-            argv=self.argv,
+            argv=redact(self.argv),
             env=self.env,
             url=self.base_url,
             log=self.log_path.name if self.log_path else None,
@@ -112,6 +128,14 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass(frozen=True)
+class Flush:
+    """What `/flush_cache` said before a point: flushed or not, and the server's words."""
+
+    ok: bool
+    detail: str
 
 
 class Engine(Protocol):
@@ -165,9 +189,24 @@ def verify(server: Server, cfg: SweepConfig, *, launched: bool) -> None:
         adaptive_default=config.adaptive == "default",
     )
     problems = server_info.check_server_info(server.info, expected)
+    reason = _fallback_reason(server) if problems else None
+    if reason:
+        problems[0] = (
+            f"the {config.kind} server reports speculative_adaptive=false although "
+            f"--speculative-adaptive was passed: SGLang fell back to static speculation "
+            f"because {reason}; remove that setting"
+        )
     if problems:
         where = f" (log {server.log_path})" if server.log_path else ""
         raise ServerStartError(f"{server.name} server{where} is not what was asked: {problems[0]}")
+
+
+def _fallback_reason(server: Server) -> str | None:
+    """Why SGLang dropped --speculative-adaptive, from the server's own log line."""
+    adaptive_asked = server.config.kind == "dynamic"
+    if not adaptive_asked or server.info.get("speculative_adaptive") or server.log_path is None:
+        return None
+    return diagnose.adaptive_fallback_reason("\n".join(diagnose.read_tail(server.log_path, 400)))
 
 
 def _diagnose(log_text: str, log_path: Path) -> str | None:
@@ -196,6 +235,16 @@ class LaunchedEngine:
     ) -> list[str]:
         raise NotImplementedError
 
+    def _key_flags(self) -> list[str]:
+        """The bearer keys, passed to a launched server so that it checks them as SGLang does
+        (recorded and printed only through `redaction.redact`)."""
+        flags = []
+        if self.cfg.load.api_key:
+            flags += ["--api-key", self.cfg.load.api_key]
+        if self.cfg.server.admin_api_key:
+            flags += ["--admin-api-key", self.cfg.server.admin_api_key]
+        return flags
+
     def preflight(self) -> None:
         from specbench.engines.process import port_is_free
         from specbench.errors import ConfigError
@@ -215,7 +264,7 @@ class LaunchedEngine:
     ) -> str:
         env = argv_mod.server_env(config, self.cfg.server)
         prefix = " ".join(f"{k}={v}" for k, v in env.items())
-        command = self.command(config, adaptive_path, schedule)
+        command = redact(self.command(config, adaptive_path, schedule) + self._key_flags())
         return f"{prefix + ' ' if prefix else ''}{' '.join(command)}"
 
     def start(
@@ -229,7 +278,7 @@ class LaunchedEngine:
         path = None
         if schedule is not None:
             path = argv_mod.write_adaptive_config(adaptive_path(run_dir, config, label), schedule)
-        argv = self.command(config, path, schedule)
+        argv = self.command(config, path, schedule) + self._key_flags()
         env = argv_mod.server_env(config, cfg.server)
         log_path = run_dir / "servers" / f"{config.name}.log"
         proc = ServerProcess(
@@ -253,9 +302,11 @@ class LaunchedEngine:
             log_path=log_path,
             label=label,
             stop_grace_s=cfg.server.stop_grace_s,
+            api_key=cfg.load.api_key,
+            admin_api_key=cfg.server.admin_api_key,
         )
         try:
-            server.info = fetch_server_info(server.base_url)
+            server.info = fetch_server_info(server.base_url, api_key=cfg.load.api_key)
             verify(server, cfg, launched=True)
         except BaseException:
             server.stop()

@@ -121,6 +121,14 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
         "Not enough memory. Please try to increase --mem-fraction-static",
     ),
     _rule(
+        "prefill_cuda_graph_capture",
+        r"Capture prefill CUDA graph failed: ?(?P<detail>.*)$",
+        "prefill CUDA graph capture failed ({detail})",
+        "disable prefill graphs with --cuda-graph-backend-prefill=disabled or cap them with "
+        "--cuda-graph-max-bs-prefill, or lower --mem-fraction-static (e.g. 0.8)",
+        "Capture prefill CUDA graph failed",
+    ),
+    _rule(
         "cuda_graph_capture",
         r"Capture cuda graph failed: ?(?P<detail>.*)$",
         "CUDA graph capture failed ({detail})",

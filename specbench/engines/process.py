@@ -74,13 +74,32 @@ def log_tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def http_get(url: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
-    """A tiny synchronous GET for readiness polls (no event loop needed)."""
+# Never through HTTP(S)_PROXY: the servers are on this host or the cluster's own network, and
+# a proxy in the environment would make `/ready` time out while the server is up.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def http_get(url: str, timeout_s: float = 2.0, token: str | None = None) -> tuple[int, bytes]:
+    """A tiny synchronous GET (no event loop needed); `token` is sent as a bearer token."""
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with _DIRECT.open(request, timeout=timeout_s) as resp:
             return int(resp.status), resp.read()
     except urllib.error.HTTPError as exc:
         return int(exc.code), exc.read()
+
+
+def fresh_log(path: Path) -> Path:
+    """Keep an earlier start's log as `<name>.<n>.log` so this start's log holds only its own
+    lines (a restart's diagnosis must not read the previous server's shutdown)."""
+    if path.exists():
+        n = 1
+        while (older := path.with_name(f"{path.stem}.{n}{path.suffix}")).exists():
+            n += 1
+        path.rename(older)
+    return path
 
 
 def wait_ready(
@@ -134,7 +153,8 @@ class ServerProcess:
                 "or pass another --port"
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed in stop()
+        fresh_log(self.log_path)
+        log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child, closed below
         log.write(f"# specbench: launching {self.name}: {' '.join(self.argv)}\n".encode())
         log.flush()
         try:

@@ -45,6 +45,11 @@ from specbench.load.protocols import ParsedStream, get_protocol
 from specbench.prompts import PromptRequest
 
 _LAG_PROBE_S = 0.010
+# SGLang's load gauges (real servers export them; so does the simulator), sampled through the
+# window: about eight scrapes, at most four a second.
+GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
+_GAUGE_SAMPLES = 8
+_GAUGE_MIN_INTERVAL_S = 0.25
 # A user whose connection was refused waits this long before trying again: the server cannot
 # take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
 _CONNECT_BACKOFF_S = 0.1
@@ -166,6 +171,8 @@ class PointResult:
     end_reason: str  # window_s | window_max_requests | server_gone
     # The window opened although not all users were in flight (failures kept some idle).
     window_forced_open: bool = False
+    # Scrapes of the server's load gauges through the window (see GAUGES).
+    gauges: list[MetricsSnapshot] = field(default_factory=list, repr=False)
 
     @property
     def window_wall_s(self) -> float:
@@ -296,6 +303,7 @@ class _Point:
         self.dead_since: float | None = None
         self.server_gone = False
         self.lag_samples: list[float] = []
+        self.gauges: list[MetricsSnapshot] = []
 
     # -- window edges -------------------------------------------------------------------
     def open_window(self, forced: bool = False) -> None:
@@ -424,6 +432,19 @@ class _Point:
             if self.window_start is not None and not self.closing.is_set():
                 self.lag_samples.append(time.monotonic() - t0 - _LAG_PROBE_S)
 
+    async def sample_gauges(self) -> None:
+        """Scrape the load gauges through the window: SGLang refreshes them only at prefill and
+        every --decode-log-interval decode steps, so one scrape says little."""
+        interval_s = max(_GAUGE_MIN_INTERVAL_S, self.spec.window_s / _GAUGE_SAMPLES)
+        while not self.closing.is_set():
+            await _wait_any([self.closing], interval_s)
+            if self.closing.is_set():
+                return
+            snap = await self.scrape()
+            if snap is not None:
+                kept = {k: v for k, v in snap.values.items() if k in GAUGES}
+                self.gauges.append(MetricsSnapshot(t=snap.t, values=kept))
+
     async def scrape(self) -> MetricsSnapshot | None:
         url = self.spec.base_url.rstrip("/") + "/metrics"
         t0 = time.monotonic()
@@ -460,9 +481,13 @@ class _Point:
             # failures keep some idle (backoff), it opens anyway after a grace period.
             await _wait_any([self.opened, self.closing], max(1.0, spec.window_s))
             self.open_window(forced=True)
+            sampler = None
             if spec.scrape_metrics and not self.closing.is_set():
                 before = await self.scrape()
+                sampler = asyncio.create_task(self.sample_gauges())
             await self.closing.wait()
+            if sampler is not None:
+                await sampler
             if spec.scrape_metrics and not self.server_gone:
                 after = await self.scrape()
         finally:
@@ -566,6 +591,7 @@ async def run_point(spec: PointSpec) -> PointResult:
         protocol=spec.protocol,
         end_reason=point.end_reason,
         window_forced_open=point.window_forced_open,
+        gauges=point.gauges,
     )
 
 

@@ -79,6 +79,9 @@ class PointRecord(_Record):
     attempts: int
     errors: list[str] = Field(default_factory=list)
     error: str | None = None
+    # Whether /flush_cache emptied the cache before the point, and what the server said.
+    cache_flushed: bool | None = None
+    flush_detail: str | None = None
 
 
 class Manifest(_Record):
