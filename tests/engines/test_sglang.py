@@ -70,6 +70,14 @@ FAILURE_LOGS: list[tuple[str, str, list[str]]] = [
     ),
     (
         PREFIX + "Scheduler hit an exception: Traceback (most recent call last):\n"
+        '  File "prefill_cuda_graph_runner.py", line 520, in capture\n'
+        "Exception: Capture prefill CUDA graph failed: CUDA error: out of memory\n"
+        + PREFIX + "Initialization failed. Please see the error messages above.\n",
+        "prefill_cuda_graph_capture",
+        ["CUDA error: out of memory", "--cuda-graph-backend-prefill=disabled"],
+    ),
+    (
+        PREFIX + "Scheduler hit an exception: Traceback (most recent call last):\n"
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
         "cuda_oom",
         ["Tried to allocate 2.00 GiB", "--mem-fraction-static"],
@@ -262,7 +270,7 @@ def test_read_tail_reads_only_the_end_of_a_big_log(tmp_path: Path):
 def test_explain_failure_reads_the_log_and_diagnoses_it(tmp_path: Path):
     log_path = tmp_path / "dynamic.log"
     log_path.write_text(
-        "# specbench: launching dynamic\n" + "noise\n" * 50 + FAILURE_LOGS[8][0]
+        "# specbench: launching dynamic\n" + "noise\n" * 50 + FAILURE_LOGS[9][0]
     )
     message = diagnose.explain_failure(log_path, tail_count=2)
     assert message.startswith("the server's port is already taken")
