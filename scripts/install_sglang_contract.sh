@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs what tests/engines/test_contract_sglang.py needs: SGLang 0.5.23's own argument
-# parser and resolution, adaptive router and OpenAI protocol models, on a machine without a GPU.
+# Installs what the contract tests need on a machine without a GPU:
+# - tests/engines/test_contract_sglang.py: SGLang 0.5.23's own argument parser and resolution,
+#   adaptive router and OpenAI protocol models;
+# - tests/engines/oracle/: SGLang's own serving stack (its FastAPI http_server app, the OpenAI
+#   serving classes, the TokenizerManager and the detokenizer process) with a stand-in
+#   scheduler in place of the GPU side.
 #
 # The full sglang dependency set is GPU kernels and a CUDA torch (several GB). The contract
-# tests need only the Python that argument resolution imports, so:
+# tests need only the Python those paths import, so:
 #   1. sglang==0.5.23 with --no-deps;
 #   2. the CPU build of torch 2.13.0 (a local wheel on specbench's machines) plus the light
-#      packages that sglang's server_args / arg_groups / openai.protocol import, found by
-#      importing them until nothing was missing; versions are sglang's own pins where it has
-#      them. torchvision is imported but unused there: the tests stub it.
+#      packages that sglang's server_args / arg_groups / openai.protocol and its HTTP server
+#      import, found by importing them until nothing was missing; versions are sglang's own
+#      pins where it has them. torchvision is imported but unused there: the tests stub it.
 # The plan is checked with `pip install --dry-run --report` before anything is installed, so a
 # CUDA torch (or any nvidia-* package) is refused instead of downloaded.
 #
@@ -37,12 +41,25 @@ PACKAGES=(
   "starlette==1.10.0"
   "tqdm==4.70.1"
   "dill==0.4.1"
+  # what the HTTP server (entrypoints/http_server.py and what it imports) needs on top;
+  # xgrammar, soundfile: sglang's pins
+  "xgrammar==0.2.7"
+  "soundfile==0.13.1"
+  "fastapi==0.165.0"
+  "uvicorn==0.54.0"
+  "uvloop==0.23.0"
+  "prometheus-client==0.26.0"
+  "partial-json-parser==0.2.1.1.post7"
+  "python-multipart==0.0.34"
+  "setproctitle==1.3.8"
+  "einops==0.8.2"
   # usually present already (specbench's own or the machine's packages)
   "orjson"
   "pillow"
   "pyzmq"
   "ipython"
   "aiohttp"
+  "jsonschema"
 )
 
 start_s=$(date +%s)

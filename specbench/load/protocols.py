@@ -16,6 +16,10 @@ The parsers work on what the runner recorded on its hot path, the raw network re
 monotonic time each arrived, and run after the request (or the whole point) is over, so the
 per-chunk cost while measuring is an append. An event's time is the time of the read that
 completed its line: the client could not have seen it earlier.
+
+A prompt row's ``tool_choice`` (chat) and ``sampling`` overrides (:data:`SAMPLING_KEYS`, every
+route) are sent with its requests. The oracle contract tests (``tests/engines/oracle``) run
+these parsers and bodies against SGLang 0.5.23's own serving code.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from specbench.errors import UserError
 from specbench.prompts import PromptRequest
 
 # Per-request failure classes (a request cancelled at the window end is not a failure).
@@ -62,7 +67,8 @@ class ParsedStream:
     spec_verify_ct: int | None
     finish_reason: str | None
     n_events: int
-    # The final usage disagreed with the last streamed cumulative count.
+    # The final usage disagreed with the last streamed cumulative count by more than the
+    # stop that ended the stream explains (see _Accumulator.stop_explains).
     token_mismatch: bool
     error_class: str | None
     error_detail: str | None
@@ -122,6 +128,7 @@ class _Accumulator:
         self.prompt_tokens: int | None = None
         self.spec_verify_ct: int | None = None
         self.finish_reason: str | None = None
+        self.matched_stop: Any = None
         self.final_usage_tokens: int | None = None
         self.usage_t: float | None = None
         self.done = False
@@ -165,7 +172,26 @@ class _Accumulator:
             if ct is not None:
                 self.spec_verify_ct = ct
 
-    def result(self, need_usage: bool) -> ParsedStream:
+    def stop_explains(self, gap: int) -> bool:
+        """Whether the stop that ended a chat stream explains a final usage `gap` tokens above
+        the last streamed count (completions streams send every update, so there it never does).
+
+        SGLang counts the stop in ``completion_tokens`` ("Stop position is included",
+        ``schedule_batch.py``), but the detokenizer trims a matched stop token (or string) from
+        the text (``detokenizer_manager.py`` trim_matched_stop) and chat sends a content chunk
+        only for a non-empty delta (``serving_chat.py``, ``if delta:``). So a step that adds
+        only the stop sends no chunk: the last streamed count is N-1 and the usage chunk says N
+        (the finish chunk carries no usage). A stop token is one token; a stop string at most
+        one token per byte. Anything else (a lower final count, a larger gap, a gap on a
+        length finish) is a real disagreement.
+        """
+        if self.finish_reason != "stop" or gap <= 0:
+            return False
+        if isinstance(self.matched_stop, str) and self.matched_stop:
+            return gap <= len(self.matched_stop.encode())
+        return gap == 1
+
+    def result(self, need_usage: bool, skips_empty_deltas: bool = False) -> ParsedStream:
         if self.error_class is None:
             if not self.done:
                 self.fail("stream_truncated",
@@ -180,7 +206,9 @@ class _Accumulator:
         last_streamed = self.n[-1] if self.n else None
         completion = last_streamed if self.final_usage_tokens is None else self.final_usage_tokens
         mismatch = (need_usage and self.final_usage_tokens is not None and last_streamed is not None
-                    and last_streamed != self.final_usage_tokens)
+                    and last_streamed != self.final_usage_tokens
+                    and not (skips_empty_deltas
+                             and self.stop_explains(self.final_usage_tokens - last_streamed)))
         if (completion is not None and (not self.n or self.n[-1] < completion)
                 and self.final_usage_tokens is not None and self.usage_t is not None):
             # Only the final usage knows the count (no continuous usage): it is the last point.
@@ -269,7 +297,8 @@ def _parse_openai(reads: Sequence[bytes], times: Sequence[float], text_key: str)
             reason = choice.get("finish_reason")
             if reason is not None:
                 acc.finish_reason = str(reason)
-    return acc.result(need_usage=True)
+                acc.matched_stop = choice.get("matched_stop")
+    return acc.result(need_usage=True, skips_empty_deltas=text_key == "delta")
 
 
 def parse_chat(reads: Sequence[bytes], times: Sequence[float]) -> ParsedStream:
@@ -322,10 +351,11 @@ def render_prompt(request: PromptRequest) -> str:
     """The conversation (and tools) as plain text for the text-in routes.
 
     A fixed, model-agnostic template: the same request always renders to the same text, so
-    the completions and native protocols see identical prompts across modes.
+    the completions and native protocols see identical prompts across modes. Tools are left
+    out under ``tool_choice: "none"``, as SGLang's chat route leaves them out of its template.
     """
     parts: list[str] = []
-    if request.tools:
+    if request.tools and request.tool_choice != "none":
         parts.append("<|tools|>\n" + json.dumps(list(request.tools), sort_keys=True))
     for message in request.messages:
         role = str(message.get("role", "user"))
@@ -343,32 +373,79 @@ def render_prompt(request: PromptRequest) -> str:
 
 _STREAM_OPTIONS = {"include_usage": True, "continuous_usage_stats": True}
 
+# The per-row `sampling` overrides specbench sends: the row's key (the OpenAI request name) ->
+# the /generate `sampling_params` name. Every key is a field of SGLang 0.5.23's
+# ChatCompletionRequest and CompletionRequest (entrypoints/openai/protocol.py), which both
+# hand it to the sampler (`to_sampling_params`, serving_completions `_build_sampling_params`),
+# and every value name is a key of `sampling_params` (api/v1/api_types.py SamplingParams,
+# which rejects unknown keys). The output cap is the row's own `max_tokens`, not an override.
+SAMPLING_KEYS: dict[str, str] = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "frequency_penalty": "frequency_penalty",
+    "presence_penalty": "presence_penalty",
+    "repetition_penalty": "repetition_penalty",
+    "seed": "sampling_seed",
+    "stop": "stop",
+    "stop_token_ids": "stop_token_ids",
+    "stop_regex": "stop_regex",
+    "min_tokens": "min_new_tokens",
+    "ignore_eos": "ignore_eos",
+    "no_stop_trim": "no_stop_trim",
+    "skip_special_tokens": "skip_special_tokens",
+    "logit_bias": "logit_bias",
+}
+
+
+class SamplingOverrideError(UserError, ValueError):
+    """A prompt row's `sampling` has a key specbench cannot send on every route."""
+
+
+def sampling_overrides(request: PromptRequest) -> dict[str, Any]:
+    """The row's `sampling` overrides under their OpenAI names, checked against
+    :data:`SAMPLING_KEYS`."""
+    sampling = dict(request.sampling or {})
+    unknown = sorted(set(sampling) - set(SAMPLING_KEYS))
+    if unknown:
+        raise SamplingOverrideError(
+            f"prompt {request.id!r}: sampling key {unknown[0]!r} is not one specbench sends; "
+            f"use {', '.join(SAMPLING_KEYS)} (max_tokens is a row key, not a sampling override)"
+        )
+    return sampling
+
 
 def chat_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model, "messages": list(request.messages)}
     if request.tools:
         body["tools"] = list(request.tools)
+    if request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
     # SGLang reads max_completion_tokens (max_tokens is deprecated but still honoured); other
     # OpenAI-compatible servers may know only one of them, so both carry the same cap.
     body["max_completion_tokens"] = request.max_tokens
     body["max_tokens"] = request.max_tokens
-    body.update(temperature=temperature, stream=True, stream_options=_STREAM_OPTIONS,
-                return_spec_tokens_details=True)
+    body["temperature"] = temperature
+    body.update(sampling_overrides(request))
+    body.update(stream=True, stream_options=_STREAM_OPTIONS, return_spec_tokens_details=True)
     return body
 
 
 def completions_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
     # max_tokens defaults to 16 on /v1/completions, so it is always sent.
-    return {"model": model, "prompt": render_prompt(request), "max_tokens": request.max_tokens,
-            "temperature": temperature, "stream": True, "stream_options": _STREAM_OPTIONS,
-            "return_spec_tokens_details": True}
+    body: dict[str, Any] = {"model": model, "prompt": render_prompt(request),
+                            "max_tokens": request.max_tokens, "temperature": temperature}
+    body.update(sampling_overrides(request))
+    body.update(stream=True, stream_options=_STREAM_OPTIONS, return_spec_tokens_details=True)
+    return body
 
 
 def native_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
-    # sampling_params rejects unknown keys with 400: only max_new_tokens and temperature.
-    return {"text": render_prompt(request),
-            "sampling_params": {"max_new_tokens": request.max_tokens, "temperature": temperature},
-            "stream": True}
+    # sampling_params rejects unknown keys with 400: only SamplingParams' own names go in.
+    params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "temperature": temperature}
+    params.update((SAMPLING_KEYS[k], v) for k, v in sampling_overrides(request).items())
+    return {"text": render_prompt(request), "sampling_params": params, "stream": True}
 
 
 @dataclass(frozen=True)
