@@ -1,0 +1,65 @@
+"""What a real SGLang server does that a sweep must handle: keys, context length, the cache flush.
+
+Each test runs the CLI against the simulator, which follows SGLang 0.5.23's rules for these
+(its auth rules, the 400 on an over-long request, `/flush_cache?timeout=S`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.engines.process import free_port
+
+FAST = ["--concurrency", "2", "--warmup-s", "0.5", "--window-s", "1", "--sim-time-scale", "8"]
+
+
+def _cli(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "specbench", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def test_over_long_prompts_are_refused_per_set_before_any_load(tmp_path: Path) -> None:
+    proc = _cli(
+        ["sweep", "--modes", "baseline", *FAST, "--port", str(free_port()),
+         "--server-arg=--context-length 4096", "--results-dir", str(tmp_path), "--run-name", "r"],
+        tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    errors = [
+        line.removeprefix("error: ")
+        for line in proc.stderr.splitlines()
+        if "context length 4096" in line
+    ]
+    assert [line.split(":")[0] for line in errors] == ["prompt set coding", "prompt set agentic"]
+    assert proc.stderr.splitlines()[-2].startswith("error: prompt set coding")
+    assert all("--allow-auto-truncate" in line for line in errors)
+    assert "Traceback" not in proc.stderr
+    assert not list((tmp_path / "r").glob("points/**/*.parquet"))
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["points"] == {}
+
+
+@pytest.mark.slow
+def test_points_record_a_confirmed_cache_flush(tmp_path: Path) -> None:
+    proc = _cli(
+        ["sweep", "--modes", "baseline", "--prompts", "coding", *FAST, "--port", str(free_port()),
+         "--results-dir", str(tmp_path), "--run-name", "r"],
+        tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    points = json.loads((tmp_path / "r" / "manifest.json").read_text())["points"]
+    assert points and all(p["cache_flushed"] is True for p in points.values())
