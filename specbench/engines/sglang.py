@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specbench.config import ServerConfig
+from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines.argv import build_argv
 from specbench.engines.base import LaunchedEngine
@@ -96,10 +96,28 @@ def sglang_version(python: str | None = None, timeout_s: float = 60.0) -> str | 
     return lines[-1].strip() or None
 
 
+# `--speculative-adaptive` first ships in SGLang 0.5.11 (checked in the wheels: 0.5.10.post1
+# has no such flag, 0.5.11 has it); the case that started this project ran 0.5.9.
+ADAPTIVE_SINCE = (0, 5, 11)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    numbers = []
+    for part in version.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        numbers.append(int(digits) if digits else 0)
+    return tuple(numbers)
+
+
 class SGLangEngine(LaunchedEngine):
     """Real SGLang, launched with `server_command + build_argv` and checked after start."""
 
     kind = "sglang"
+
+    def __init__(self, cfg: SweepConfig) -> None:
+        super().__init__(cfg)
+        self._version: str | None = None
+        self._version_asked = False
 
     def preflight(self) -> None:
         server = self.cfg.server
@@ -111,10 +129,27 @@ class SGLangEngine(LaunchedEngine):
                     f"{label} path {path} does not exist; "
                     "pass an existing directory or a Hugging Face model id"
                 )
+        self._check_adaptive_support()
         super().preflight()
 
+    def _check_adaptive_support(self) -> None:
+        adaptive = [c.name for c in self.cfg.configurations if c.kind == "dynamic"]
+        version = self.version() if adaptive else None
+        if version is None or _release(version) >= ADAPTIVE_SINCE:
+            return
+        since = ".".join(map(str, ADAPTIVE_SINCE))
+        static = ",".join(c.name for c in self.cfg.configurations if c.kind != "dynamic")
+        raise ConfigError(
+            f"SGLang {version} has no --speculative-adaptive (it first ships in {since}), which "
+            f"the {adaptive[0]} server needs; upgrade SGLang (pip install 'sglang>={since}') or "
+            f"measure the static servers only (--modes {static or 'baseline,eagle3'})"
+        )
+
     def version(self) -> str | None:
-        return sglang_version(sys.executable)
+        if not self._version_asked:
+            self._version = sglang_version(sys.executable)
+            self._version_asked = True
+        return self._version
 
     def command(
         self,

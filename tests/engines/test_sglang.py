@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from specbench import fingerprint
+from specbench import config, fingerprint
 from specbench.config import ConfigError, ServerConfig
 from specbench.configurations import Schedule
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose
 from specbench.engines import server_info as si
 from specbench.engines import sglang as sg
+from specbench.engines.process import free_port
 
 PREFIX = "[2026-11-29 10:00:00 TP0] "
 
@@ -570,3 +571,35 @@ def test_gpu_info_is_none_when_nvidia_smi_fails_or_is_absent(
     assert fingerprint.gpu_info() is None
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert fingerprint.gpu_info() is None
+
+
+def _fake_sglang(tmp_path: Path, version: str) -> Path:
+    site = tmp_path / f"site-{version}"
+    dist = site / f"sglang-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    return site
+
+
+@pytest.mark.parametrize("version, refused", [("0.5.9", True), ("0.5.10.post1", True),
+                                              ("0.5.11", False), ("0.5.23", False)])
+def test_dynamic_servers_need_an_sglang_with_adaptive_speculation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, refused: bool
+):
+    monkeypatch.setenv("PYTHONPATH", str(_fake_sglang(tmp_path, version)))
+    cfg = config.resolve({"engine": "sglang", "server": {"port": free_port()}})
+    engine = sg.SGLangEngine(cfg)
+    if not refused:
+        engine.preflight()
+        return
+    with pytest.raises(ConfigError) as info:
+        engine.preflight()
+    assert str(info.value) == (
+        f"SGLang {version} has no --speculative-adaptive (it first ships in 0.5.11), which the "
+        "zero-step server needs; upgrade SGLang (pip install 'sglang>=0.5.11') or measure the "
+        "static servers only (--modes baseline,eagle3)"
+    )
+    static_only = config.resolve(
+        {"engine": "sglang", "modes": ["baseline", "eagle3"], "server": {"port": free_port()}}
+    )
+    sg.SGLangEngine(static_only).preflight()
