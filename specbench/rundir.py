@@ -35,7 +35,16 @@ def new_run_dir(cfg: SweepConfig) -> Path:
             f"{run_dir} already holds a run; pick another --run-name or continue it with "
             f"--resume {run_dir}"
         )
-    (run_dir / "servers").mkdir(parents=True, exist_ok=True)
+    try:
+        (run_dir / "servers").mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the run directory {run_dir} ({exc.strerror or exc}); pass a "
+            "--results-dir you can write to"
+        ) from None
     return run_dir
 
 
@@ -60,7 +69,13 @@ def create_manifest(
         },
         started_at=utc_now(),
     )
-    manifest.save(run_dir)
+    try:
+        manifest.save(run_dir)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write {run_dir / 'manifest.json'} ({exc.strerror or exc}); free disk "
+            "space or pass another --results-dir"
+        ) from None
     return manifest
 
 

@@ -60,6 +60,9 @@ def preflight(cfg: SweepConfig, engine: Engine) -> dict[str, prompts.PromptSet]:
         sets[ps.name] = ps  # a file path is keyed by its stem, the name results use
     if cfg.mix:
         sets[prompts.MIX_NAME] = _mix(cfg, sets)
+    # One socket per user: the soft open-files limit is raised to the hard one now, and a
+    # limit too low for the largest level is refused before any server starts.
+    runner.raise_fd_limit(max(cfg.concurrency))
     engine.preflight()
     return sets
 
@@ -120,7 +123,9 @@ def run_sweep(
         raise
     finally:
         sweep.stop_server(grace_s=min(cfg.server.stop_grace_s, 8.0))
-        manifest.finish(run_dir, status)
+        # On a full disk these writes fail too; the point files already written stay whole.
+        with contextlib.suppress(OSError):
+            manifest.finish(run_dir, status)
         with contextlib.suppress(Exception):
             results.rebuild_summary(run_dir)
     conclude(run_dir, console)
@@ -401,8 +406,15 @@ class Sweep:
             max_running_requests=self.cfg.max_running_requests,
             error_budget=self.cfg.load.error_budget,
         )
-        results.write_point(self.run_dir, key, frame, summary)
-        self._set_point(key, record)
+        try:
+            results.write_point(self.run_dir, key, frame, summary)
+            self._set_point(key, record)
+        except OSError as exc:
+            raise SweepError(
+                f"cannot write {key.label} into {self.run_dir} ({exc.strerror or exc}); free "
+                f"disk space or fix permissions, then continue with: specbench sweep --resume "
+                f"{self.run_dir}"
+            ) from None
         acc = summary.get("accept_length")
         acc_text = f", accept {acc:.2f}" if isinstance(acc, float) and acc == acc else ""
         flags = summary.get("flags") or ""

@@ -236,8 +236,9 @@ def raise_fd_limit(concurrency: int) -> None:
     if soft != resource.RLIM_INFINITY and soft < need:
         if hard != resource.RLIM_INFINITY and hard < need:
             raise LoadError(
-                f"concurrency {concurrency} needs about {need} open files but the hard limit is "
-                f"{hard}; raise it (ulimit -Hn / limits.conf) or lower the concurrency"
+                f"concurrency {concurrency} needs about {need} open files but the limit is "
+                f"{hard}; raise it (ulimit -n {need}, or the hard limit in limits.conf) or lower "
+                "the concurrency"
             )
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
