@@ -2,10 +2,11 @@
 
 Runs specbench's real runner (:func:`specbench.load.runner.run_point`, protocol openai-chat)
 against a server with zero step time, in separate processes so that the client's CPU and
-memory are its own. The server is built in (below): a bare asyncio HTTP/1.1 server that keeps
-every open stream in one "batch" and, each step, writes one SSE chunk carrying one token to
-every stream, in SGLang's chat format with continuous usage, as fast as it can. It costs no
-model time at all, so whatever limits a point here is the client or the machine.
+memory are its own. The server is the test suite's fake SGLang (`tests/load/fakeserver.py`):
+it keeps every open stream in one batch and, each step, writes one SSE chunk carrying one token
+to every stream, in SGLang's chat format with continuous usage, as fast as it can (or one step
+every --paced-step-ms). It costs no model time at all, so whatever limits a point here is the
+client or the machine.
 
 For each concurrency it reports, as medians of --runs runs:
 
@@ -19,7 +20,7 @@ For each concurrency it reports, as medians of --runs runs:
 Usage::
 
     python benchmarks/client_capacity.py            # c = 1, 64, 256, 1024; 3 runs; 3 s windows
-    python benchmarks/client_capacity.py --quick    # same levels, 1 s windows (< 60 s, for CI)
+    python benchmarks/client_capacity.py --quick    # 0.5 s windows, paced at c=256 only (CI)
 """
 
 from __future__ import annotations
@@ -34,113 +35,29 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
+# The server is the test suite's fake (one copy of SGLang's stream format for the tests and
+# this benchmark). It and the driver's helpers are imported only where they run, so the client
+# process (whose memory is reported) holds only what the runner needs.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 TOKENS_PER_REQUEST = 256
+# The body the runner sends for openai-chat, as far as the fake's chat format reads it.
+CHAT_BODY = {"model": "m", "max_completion_tokens": TOKENS_PER_REQUEST,
+             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
 
 
-# -- the zero-step-time server -------------------------------------------------------------
-
-def _chunk(payload: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(payload), payload)
-
-
-_TOKEN_EVENT = (
-    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-    b'[{"index":0,"delta":{"content":"tok "},"logprobs":null,"finish_reason":null,'
-    b'"matched_stop":null}],"usage":{"prompt_tokens":7,"total_tokens":%d,'
-    b'"completion_tokens":%d,"reasoning_tokens":0}}\n\n'
-)
-_ROLE_EVENT = (
-    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-    b'[{"index":0,"delta":{"reasoning_content":null,"role":"assistant","content":""},'
-    b'"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
-)
-_FINISH_EVENTS = (
-    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-    b'[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length","matched_stop":null}],'
-    b'"usage":{"prompt_tokens":7,"total_tokens":%d,"completion_tokens":%d,"reasoning_tokens":0}}'
-    b'\n\n'
-    b'data: {"id":"r","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
-    b'"usage":{"prompt_tokens":7,"total_tokens":%d,"completion_tokens":%d,"reasoning_tokens":0}}'
-    b'\n\ndata: [DONE]\n\n'
-)
-_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-         b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
-
-
-class _Conn(asyncio.Protocol):
-    def __init__(self, server: _BatchServer) -> None:
-        self.server = server
-        self.buf = b""
-        self.transport: asyncio.Transport | None = None
-        self.tokens = 0  # > 0 while a stream is open
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        head_end = self.buf.find(b"\r\n\r\n")
-        if head_end < 0:
-            return
-        head = self.buf[:head_end].decode("latin-1").lower()
-        length = 0
-        for line in head.split("\r\n"):
-            if line.startswith("content-length:"):
-                length = int(line.split(":", 1)[1])
-        if len(self.buf) < head_end + 4 + length:
-            return
-        self.buf = self.buf[head_end + 4 + length:]
-        assert self.transport is not None
-        if head.startswith("get /metrics"):
-            self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-            return
-        self.transport.write(_HEAD + _chunk(_ROLE_EVENT))
-        self.tokens = 0
-        self.server.active.add(self)
-        self.server.wake.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.server.active.discard(self)
-
-    def step(self) -> None:
-        assert self.transport is not None
-        self.tokens += 1
-        n = self.tokens
-        if n < TOKENS_PER_REQUEST:
-            self.transport.write(_chunk(_TOKEN_EVENT % (7 + n, n)))
-            return
-        tail = _FINISH_EVENTS % (7 + n, n, 7 + n, n)
-        self.transport.write(_chunk(_TOKEN_EVENT % (7 + n, n)) + _chunk(tail) + b"0\r\n\r\n")
-        self.server.active.discard(self)
-
-
-class _BatchServer:
-    def __init__(self, step_s: float) -> None:
-        self.active: set[_Conn] = set()
-        self.wake = asyncio.Event()
-        self.step_s = step_s
-
-    async def run(self, port: int) -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _Conn(self), "127.0.0.1", port, backlog=4096)
-        async with server:
-            while True:
-                if not self.active:
-                    self.wake.clear()
-                    await self.wake.wait()
-                for conn in list(self.active):
-                    conn.step()
-                # Zero: yield so requests get in and writes flush, then the next step at once.
-                await asyncio.sleep(self.step_s)
-
+# -- the server: the test suite's fake SGLang in batch mode, no model time -----------------
 
 def serve(port: int, step_s: float) -> None:
+    from tests.load.fakeserver import BatchFake, FakeOptions
+
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(_BatchServer(step_s).run(port))
+    opts = FakeOptions(output_tokens=TOKENS_PER_REQUEST, step_s=step_s)
+    asyncio.run(BatchFake(opts, port).serve_forever())
 
 
 # -- one client run (its own process) ------------------------------------------------------
@@ -166,7 +83,7 @@ def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict
     tokens = sum(window_tokens(r.chunk_t, r.chunk_tokens, start, end) for r in result.records)
     reads = sum(int(np.count_nonzero((r.chunk_t > start) & (r.chunk_t <= end)))
                 for r in result.records)
-    errors = sum(r.status == "error" for r in result.records)
+    errors = [r.error_class for r in result.records if r.status == "error"]
     return {
         "concurrency": concurrency,
         "tokens": tokens,
@@ -174,7 +91,8 @@ def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict
         "client_cpu_s": result.client_cpu_s,
         "cpu_total_s": cpu_total,
         "reads": reads,
-        "errors": errors,
+        "errors": len(errors),
+        "error_classes": {c: errors.count(c) for c in sorted(set(errors), key=str)},
         "loop_lag_p99_ms": result.loop_lag_ms["p99"],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
     }
@@ -183,9 +101,13 @@ def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict
 def parse_cost_us_per_chunk(n_chunks: int = 20000) -> float:
     """CPU microseconds the chat parser spends per token chunk (after the window)."""
     from specbench.load.protocols import parse_chat
+    from tests.load.fakeserver import chat_format
 
-    reads = [_ROLE_EVENT] + [_TOKEN_EVENT % (7 + n, n) for n in range(1, n_chunks + 1)]
-    reads.append(_FINISH_EVENTS % (7 + n_chunks, n_chunks, 7 + n_chunks, n_chunks))
+    fmt = chat_format(CHAT_BODY, "r0", spec=False)
+    # One read per event, as a paced server delivers them (the role chunk rides with token 1).
+    reads = [event for n in range(1, n_chunks + 1)
+             for event in fmt.chunk(n, 1, n - 1, n == n_chunks)]
+    reads += fmt.tail(n_chunks, n_chunks - 1)
     times = [float(i) for i in range(len(reads))]
     best = float("inf")
     for _ in range(3):
@@ -196,12 +118,6 @@ def parse_cost_us_per_chunk(n_chunks: int = 20000) -> float:
 
 
 # -- the driver ----------------------------------------------------------------------------
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def _wait_port(port: int, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
@@ -217,8 +133,10 @@ def _wait_port(port: int, timeout_s: float = 10.0) -> None:
 def _measure(step_ms: float, levels: list[int], runs: int, warmup_s: float, window_s: float,
              raw: bool) -> list[dict[str, Any]]:
     """Start a server with this step time, run the client `runs` times per level."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
+    from specbench.engines.process import free_port
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     server = subprocess.Popen(
         [sys.executable, __file__, "--_serve", str(port), str(step_ms / 1000.0)], env=env)
     rows = []

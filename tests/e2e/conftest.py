@@ -1,47 +1,21 @@
-"""Helpers for end-to-end tests that run the real `specbench` command against the simulator."""
+"""Fixtures for end-to-end tests that run the real `specbench` command against the simulator.
+
+The helpers themselves are in tests/harness.py (shared with tests/engines).
+"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from specbench.engines.process import free_port
-
-
-def sim_processes(port: int) -> list[int]:
-    """PIDs of live simulated servers bound to `port` (read from the process table)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if state == "Z":
-            continue
-        if b"specbench.sim" in cmd and str(port).encode() in cmd:
-            pids.append(int(entry.name))
-    return pids
-
-
-def run_cli(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "specbench", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from tests.harness import assert_no_process_left
 
 
 @pytest.fixture
-def port() -> int:
-    return free_port()
+def port() -> Iterator[int]:
+    """A free port for the sweep's servers; after the test, nothing of specbench runs on it."""
+    port = free_port()
+    yield port
+    assert_no_process_left(port)

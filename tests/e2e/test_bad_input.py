@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import run_cli, sim_processes
+from tests.harness import assert_no_process_left, run_cli
 
 BAD_PROMPTS_LINE = '{"id": "x", "messages": [{"role": "user", "content": "hi"}]}\n{not json\n'
 
@@ -65,7 +65,7 @@ def test_bad_input_is_one_line_exit_2(
     assert needle in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "res").exists() or not any((tmp_path / "res").rglob("*.log"))
-    assert sim_processes(port) == []
+    assert_no_process_left(port)
 
 
 def test_port_in_use_is_refused_before_launch(tmp_path: Path) -> None:

@@ -9,10 +9,8 @@ left behind. Per-request failures must be classified and counted in the summary'
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,45 +18,20 @@ import pandas as pd
 import pytest
 
 from specbench import results
-from tests.e2e.conftest import run_cli, sim_processes
+from tests.harness import assert_no_process_left, spawn_sweep, sweep_cli
 
 pytestmark = pytest.mark.slow
 
-FAST = [
-    "--sim-time-scale",
-    "8",
-    "--warmup-s",
-    "0.5",
-    "--window-s",
-    "2",
-    "--request-timeout-s",
-    "30",
-]
 ONE_MODE = ["--modes", "baseline", "--prompts", "coding"]
 
 
 def _sweep(tmp_path: Path, port: int, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(
-        [
-            "sweep",
-            "--port",
-            str(port),
-            "--results-dir",
-            str(tmp_path / "res"),
-            "--run-name",
-            "run",
-            *FAST,
-            *ONE_MODE,
-            *extra,
-        ],
-        cwd=tmp_path,
-        timeout=300,
-    )
+    return sweep_cli(tmp_path, port, *ONE_MODE, *extra, timeout=300)
 
 
 def _nothing_lost_nothing_left(run_dir: Path, port: int) -> pd.DataFrame:
     """Manifest, point files and summary agree; no simulated server is still running."""
-    assert sim_processes(port) == [], "a server outlived the sweep"
+    assert_no_process_left(port)  # no server outlived the sweep
     manifest = json.loads((run_dir / "manifest.json").read_text())
     ok = {label for label, p in manifest["points"].items() if p["status"] == "ok"}
     on_disk = {k.label for k in results.measured_keys(run_dir)}
@@ -204,38 +177,14 @@ def test_silently_capped_server_is_flagged(tmp_path: Path, port: int) -> None:
 
 def test_interrupt_during_a_slow_start_stops_the_server(tmp_path: Path, port: int) -> None:
     # Ctrl-C while the server is still loading (no /ready yet): nothing may be left running.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = [
-        sys.executable,
-        "-m",
-        "specbench",
-        "sweep",
-        "--port",
-        str(port),
-        "--results-dir",
-        str(tmp_path / "res"),
-        "--run-name",
-        "run",
-        *FAST,
-        *ONE_MODE,
-        "--concurrency",
-        "2",
-        "--sim-arg=--sim-slow-start-s 60",
-    ]
-    proc = subprocess.Popen(
-        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not sim_processes(port):
-        time.sleep(0.1)
-    assert sim_processes(port), "the server was never launched"
+    sweep = spawn_sweep(tmp_path, port, *ONE_MODE, "--concurrency", "2",
+                        "--sim-arg=--sim-slow-start-s 60")
+    sweep.wait_for_server()
     time.sleep(1.0)  # let it get into its slow start
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - t0 < 10, "servers must be stopped within 10 s"
-    assert proc.returncode == 130, err[-2000:]
-    assert "Traceback" not in out + err
-    assert sim_processes(port) == []
-    manifest = json.loads((tmp_path / "res" / "run" / "manifest.json").read_text())
+    assert sweep.stop(signal.SIGINT) < 10, "servers must be stopped within 10 s"
+    err = sweep.stderr()
+    assert sweep.returncode == 130, err[-2000:]
+    assert "Traceback" not in sweep.stdout() + err
+    assert_no_process_left(port)
+    manifest = json.loads((sweep.run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"

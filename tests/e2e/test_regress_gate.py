@@ -17,7 +17,7 @@ from rich.console import Console
 
 from specbench import regress
 from specbench.engines.process import free_port
-from tests.e2e.conftest import run_cli
+from tests.harness import run_cli
 
 pytestmark = pytest.mark.slow
 

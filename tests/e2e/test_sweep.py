@@ -3,69 +3,35 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from specbench import results
-from tests.e2e.conftest import run_cli, sim_processes
+from tests.harness import (
+    assert_no_process_left,
+    cli_env,
+    point_keys,
+    run_cli,
+    spawn_sweep,
+    sweep_cli,
+)
+from tests.test_results import unfilled
 
 pytestmark = pytest.mark.slow
 
-# Small and fast: short windows, a fast simulator, few levels.
-FAST = [
-    "--sim-time-scale",
-    "8",
-    "--warmup-s",
-    "0.5",
-    "--window-s",
-    "2",
-    "--request-timeout-s",
-    "30",
-]
 
-
-def _sweep(
-    tmp_path: Path, port: int, *extra: str, name: str = "run"
-) -> subprocess.CompletedProcess[str]:
-    return run_cli(
-        [
-            "sweep",
-            "--port",
-            str(port),
-            "--results-dir",
-            str(tmp_path / "res"),
-            "--run-name",
-            name,
-            *FAST,
-            *extra,
-        ],
-        cwd=tmp_path,
-    )
-
-
-def _keys(run_dir: Path) -> list[tuple[str, str, int, int]]:
-    return sorted(
-        (k.mode, k.prompt_set, k.concurrency, k.repeat) for k in results.measured_keys(run_dir)
-    )
-
-
-def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
-    proc = _sweep(tmp_path, port, "--concurrency", "1,8,64")
+def test_the_default_sweep_end_to_end(tmp_path: Path, port: int) -> None:
+    proc = sweep_cli(tmp_path, port, "--concurrency", "1,8,64")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "res" / "run"
     run = results.load_run(run_dir)
-    assert run.manifest["status"] == "complete"
-    assert set(run.summary["mode"]) == {"baseline", "eagle3", "dynamic"}
+    assert run.manifest.status == "complete"
+    assert set(run.summary["mode"]) == {"baseline", "eagle3", "zero-step", "dynamic"}
     assert set(run.summary["prompt_set"]) == {"coding", "agentic"}
-    for col in results.SUMMARY_COLUMNS:
-        assert col in run.summary.columns
+    assert unfilled(run.summary) == []  # every public column measured, none padded
     base = run.summary[run.summary["mode"] == "baseline"]
     assert (base["output_tok_s"] > 0).all()
     assert base["accept_length"].isna().all()
@@ -84,8 +50,9 @@ def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
     analysis = json.loads((run_dir / "analysis.json").read_text())
     # The combined recommendation is recorded; each prompt set's dynamic server ran with that
     # set's own threshold, written as SGLang's adaptive JSON.
-    assert run.manifest["threshold"]["value"] == analysis["recommended_threshold"]
-    per_set = run.manifest["threshold"]["per_prompt_set"]
+    assert run.manifest.threshold is not None
+    assert run.manifest.threshold.value == analysis["recommended_threshold"]
+    per_set = run.manifest.threshold.per_prompt_set
     assert set(per_set) == {"coding", "agentic"}
     configs = [
         json.loads(p.read_text()) for p in (run_dir / "servers").glob("dynamic*.adaptive.json")
@@ -99,12 +66,12 @@ def test_three_modes_end_to_end(tmp_path: Path, port: int) -> None:
             run.summary.query("mode == 'dynamic' and prompt_set == @name")["concurrency"]
         )
         assert straddle <= measured
-    assert sim_processes(port) == []
+    assert_no_process_left(port)
 
 
 def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> None:
     # The server crashes after 40 requests; with no retries the sweep stops with one message.
-    proc = _sweep(
+    proc = sweep_cli(
         tmp_path,
         port,
         "--modes",
@@ -126,14 +93,14 @@ def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> Non
     assert manifest["status"] == "failed"
     failed = [k for k, v in manifest["points"].items() if v["status"] == "failed"]
     assert len(failed) == 1
-    kept = _keys(run_dir)
+    kept = point_keys(run_dir)
     assert kept, "points measured before the crash must stay on disk"
     assert all(manifest["points"][f"{m}/{s}/c{c}-r{r}"]["status"] == "ok" for m, s, c, r in kept)
-    assert sim_processes(port) == []
+    assert_no_process_left(port)
 
 
 def test_server_crash_is_retried_with_a_restart(tmp_path: Path, port: int) -> None:
-    proc = _sweep(
+    proc = sweep_cli(
         tmp_path,
         port,
         "--modes",
@@ -148,7 +115,7 @@ def test_server_crash_is_retried_with_a_restart(tmp_path: Path, port: int) -> No
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = tmp_path / "res" / "run"
-    assert _keys(run_dir) == [("baseline", "coding", c, 0) for c in (1, 4, 16)]
+    assert point_keys(run_dir) == [("baseline", "coding", c, 0) for c in (1, 4, 16)]
     assert "restarting the baseline server" in proc.stdout
 
 
@@ -156,85 +123,35 @@ def test_server_crash_is_retried_with_a_restart(tmp_path: Path, port: int) -> No
     "sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)]
 )
 def test_signal_stops_servers_keeps_points(tmp_path: Path, port: int, sig: int, code: int) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    args = [
-        sys.executable,
-        "-m",
-        "specbench",
-        "sweep",
-        "--port",
-        str(port),
-        "--results-dir",
-        str(tmp_path / "res"),
-        "--run-name",
-        "run",
-        *FAST,
-        "--concurrency",
-        "1,2,4,8,16,32",
-    ]
-    proc = subprocess.Popen(
-        args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    run_dir = tmp_path / "res" / "run"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(results.point_files(run_dir)) < 2:
-        time.sleep(0.2)
-    assert results.point_files(run_dir), "no point was measured in time"
-    before = _keys(run_dir)
-    t0 = time.monotonic()
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
-    assert time.monotonic() - t0 < 10, "servers must be stopped within 10 s"
-    assert proc.returncode == code, err[-2000:]
-    assert "Traceback" not in out + err
+    sweep = spawn_sweep(tmp_path, port, "--concurrency", "1,2,4,8,16,32")
+    before = sweep.wait_for_points(2)
+    assert sweep.stop(sig) < 10, "servers must be stopped within 10 s"
+    err = sweep.stderr()
+    assert sweep.returncode == code, err[-2000:]
+    assert "Traceback" not in sweep.stdout() + err
     assert "--resume" in err
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = json.loads((sweep.run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
-    assert set(before) <= set(_keys(run_dir))
-    assert sim_processes(port) == []
+    assert set(before) <= set(point_keys(sweep.run_dir))
+    assert_no_process_left(port)
 
 
 def test_sigkill_then_resume_completes_exactly_once(tmp_path: Path, port: int) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    levels = "1,2,4,8"
-    args = [
-        sys.executable,
-        "-m",
-        "specbench",
-        "sweep",
-        "--port",
-        str(port),
-        "--results-dir",
-        str(tmp_path / "res"),
-        "--run-name",
-        "run",
-        *FAST,
-        "--concurrency",
-        levels,
-        "--modes",
-        "baseline,eagle3",
-        "--prompts",
-        "coding",
-    ]
-    proc = subprocess.Popen(
-        args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    sweep = spawn_sweep(
+        tmp_path, port, "--concurrency", "1,2,4,8", "--modes", "baseline,eagle3",
+        "--prompts", "coding",
     )
-    run_dir = tmp_path / "res" / "run"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(results.point_files(run_dir)) < 2:
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    deadline = time.monotonic() + 5
-    while sim_processes(port) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert sim_processes(port) == [], "a server survived SIGKILL of specbench"
-    partial = _keys(run_dir)
-    assert 0 < len(partial) < 8
+    sweep.wait_for_points(2)
+    sweep.stop(signal.SIGKILL)
+    # The servers die with their parent (PR_SET_PDEATHSIG), a moment later.
+    assert_no_process_left(port, wait_s=5)
+    run_dir = sweep.run_dir
+    partial = point_keys(run_dir)
+    assert 2 <= len(partial) < 8
     mtimes = {p: p.stat().st_mtime_ns for p in results.point_files(run_dir)}
     done = run_cli(["sweep", "--resume", str(run_dir)], cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    keys = _keys(run_dir)
+    keys = point_keys(run_dir)
     assert keys == sorted((m, "coding", c, 0) for m in ("baseline", "eagle3") for c in (1, 2, 4, 8))
     for path, mtime in mtimes.items():
         assert path.stat().st_mtime_ns == mtime, f"{path} was measured twice"
@@ -246,7 +163,7 @@ def test_sigkill_then_resume_completes_exactly_once(tmp_path: Path, port: int) -
 
 
 def test_resume_refuses_a_different_config(tmp_path: Path, port: int) -> None:
-    proc = _sweep(
+    proc = sweep_cli(
         tmp_path, port, "--modes", "baseline", "--prompts", "coding", "--concurrency", "1"
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -263,30 +180,11 @@ def test_resume_refuses_a_different_config(tmp_path: Path, port: int) -> None:
 def test_api_key_never_reaches_the_run_directory(tmp_path: Path, port: int, via: str) -> None:
     secret = "sk-SECRET-" + via + "-4f2a9c"
     extra = ["--api-key", secret] if via == "option" else []
-    env = {**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"}
-    if via == "environment":
-        env["SPECBENCH_API_KEY"] = secret
-    args = [
-        sys.executable,
-        "-m",
-        "specbench",
-        "sweep",
-        "--port",
-        str(port),
-        "--results-dir",
-        str(tmp_path / "res"),
-        "--run-name",
-        "run",
-        *FAST,
-        "--modes",
-        "baseline",
-        "--prompts",
-        "coding",
-        "--concurrency",
-        "2",
-        *extra,
-    ]
-    proc = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    env = cli_env(SPECBENCH_API_KEY=secret) if via == "environment" else None
+    proc = sweep_cli(
+        tmp_path, port, "--modes", "baseline", "--prompts", "coding", "--concurrency", "2",
+        *extra, timeout=300, env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = tmp_path / "res" / "run"
     files = [p for p in run_dir.rglob("*") if p.is_file()]
@@ -298,9 +196,9 @@ def test_api_key_never_reaches_the_run_directory(tmp_path: Path, port: int, via:
     if via == "option":
         assert "***" in manifest["command"]
     # Servers bind to loopback unless asked otherwise.
-    argv = manifest["modes"]["baseline"]["argv"]
+    argv = manifest["servers"]["baseline"]["argv"]
     assert argv[argv.index("--host") + 1] == "127.0.0.1"
-    assert sim_processes(port) == []
+    assert_no_process_left(port)
 
 
 def test_no_shell_strings_in_the_package() -> None:

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 from specbench.engines.process import free_port
+from tests.harness import cli_env, run_cli
+from tests.snapshot import assert_snapshot
 
 
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run(
-        [sys.executable, "-m", "specbench", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # Wide enough that no command line wraps.
+    return run_cli(args, cwd, timeout=120, env=cli_env(columns=400))
 
 
 def test_dry_run_prints_three_correct_commands(tmp_path: Path) -> None:
@@ -115,3 +109,31 @@ def test_a_server_that_dies_at_start_gets_one_diagnosis(tmp_path: Path) -> None:
     assert str(tmp_path / "res" / "r" / "servers" / "baseline.log") in err  # the log path
     assert "Not enough memory" in err  # the last lines of the log
     assert err.count("error: ") == 1
+
+
+def test_dry_run_output_is_pinned(tmp_path: Path) -> None:
+    # What a user sees at 100 columns, exactly; only the Python path varies by machine.
+    proc = run_cli(
+        [
+            "sweep",
+            "--engine",
+            "sglang",
+            "--dry-run",
+            "--model-path",
+            "org/target",
+            "--draft-model-path",
+            "org/draft",
+            "--concurrency",
+            "1,8,64",
+            "--spec-steps",
+            "3",
+            "--max-running-requests",
+            "64",
+        ],
+        tmp_path,
+        timeout=120,
+        env={k: v for k, v in cli_env(columns=100).items() if not k.startswith("SPECBENCH_")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert_snapshot("sweep-dry-run-sglang.txt", proc.stdout.replace(sys.executable, "<python>"))

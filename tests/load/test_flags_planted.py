@@ -13,7 +13,7 @@ import pytest
 from specbench import metrics
 from specbench.load.runner import PointSpec, run_point
 from specbench.prompts import PromptRequest
-from tests.sim.conftest import launch
+from tests.harness import sim_server
 
 pytestmark = pytest.mark.slow
 
@@ -46,15 +46,9 @@ def _measure(url: str, concurrency: int, delay_us: float = 0.0) -> dict[str, obj
 
 
 def test_a_planted_slow_client_is_flagged_client_bound(tmp_path: Path) -> None:
-    sim = launch(
-        ["--max-running-requests", "256", "--enable-metrics", "--sim-time-scale", str(TIME_SCALE)],
-        tmp_path,
-    )
-    try:
-        clean = _measure(sim.url, 128)
-        slow = _measure(sim.url, 128, delay_us=2000.0)
-    finally:
-        sim.kill()
+    with sim_server("baseline", tmp_path, max_running_requests=256, time_scale=TIME_SCALE) as sim:
+        clean = _measure(sim.base_url, 128)
+        slow = _measure(sim.base_url, 128, delay_us=2000.0)
     assert "client_bound" not in str(clean["flags"]).split(";")
     assert "client_bound" in str(slow["flags"]).split(";")
     # The planted slowdown really cost throughput: the flag is not a false alarm.
@@ -63,34 +57,17 @@ def test_a_planted_slow_client_is_flagged_client_bound(tmp_path: Path) -> None:
 
 def test_a_server_capped_below_the_concurrency_is_flagged(tmp_path: Path) -> None:
     # /server_info says 256, but the server silently runs at most 16 requests at a time.
-    sim = launch(
-        [
-            "--max-running-requests",
-            "256",
-            "--enable-metrics",
-            "--sim-time-scale",
-            str(TIME_SCALE),
-            "--sim-cap-running",
-            "16",
-        ],
-        tmp_path,
-    )
-    try:
-        capped = _measure(sim.url, 64)
-    finally:
-        sim.kill()
+    with sim_server("baseline", tmp_path, max_running_requests=256, time_scale=TIME_SCALE,
+                    sim_args=["--sim-cap-running", "16"]) as sim:
+        capped = _measure(sim.base_url, 64)
     assert "capped_by_server" in str(capped["flags"]).split(";")
     assert float(capped["server_running_reqs_mean"]) <= 16.5  # type: ignore[arg-type]
 
 
 def test_concurrency_above_the_declared_limit_is_flagged(tmp_path: Path) -> None:
-    sim = launch(
-        ["--max-running-requests", "32", "--enable-metrics", "--sim-time-scale", str(TIME_SCALE)],
-        tmp_path,
-    )
-    try:
+    with sim_server("baseline", tmp_path, max_running_requests=32, time_scale=TIME_SCALE) as sim:
         spec = PointSpec(
-            base_url=sim.url,
+            base_url=sim.base_url,
             protocol="openai-chat",
             model="m",
             concurrency=48,
@@ -102,6 +79,4 @@ def test_concurrency_above_the_declared_limit_is_flagged(tmp_path: Path) -> None
         summary = metrics.summarize_point(
             result, TIME_SCALE, max_running_requests=32, error_budget=0.01
         )
-    finally:
-        sim.kill()
     assert "capped_by_server" in str(summary["flags"]).split(";")

@@ -22,7 +22,7 @@ from specbench.load.runner import (
     run_point_sync,
 )
 from specbench.prompts import PromptRequest
-from tests.load.fakeserver import FakeOptions, FakeSGLang, fake_in_thread
+from tests.load.fakeserver import BatchFake, FakeOptions, FakeSGLang, fake_in_thread
 
 PROTOCOL_NAMES = ("openai-chat", "openai-completions", "sglang-native")
 
@@ -250,6 +250,30 @@ def test_sync_wrapper_runs_against_a_server_on_another_loop() -> None:
     assert s["n_requests"] > 0 and s["n_errors"] == 0
     # asyncio.run reprs the finished result; records must not make that expensive.
     assert "RequestRecord" not in repr(result) and "chunk_t" not in repr(result)
+
+
+def test_the_benchmarks_batch_mode_streams_what_the_client_expects() -> None:
+    # benchmarks/client_capacity.py measures the client against BatchFake: its streams must
+    # parse cleanly, one token per chunk, with exact counts, or the benchmark measures errors.
+    async def go() -> PointResult:
+        fake = BatchFake(FakeOptions(output_tokens=20, step_s=0.002))
+        serving = asyncio.create_task(fake.serve_forever())
+        while fake.port == 0:
+            await asyncio.sleep(0.01)
+        try:
+            return await run_point(spec_for(f"http://127.0.0.1:{fake.port}", window_s=0.5,
+                                            scrape_metrics=False))
+        finally:
+            serving.cancel()
+
+    result = asyncio.run(go())
+    s = summary(result)
+    assert s["n_errors"] == 0 and s["n_requests"] > 20
+    assert s["tokens_per_chunk"] == 1.0
+    assert "token_mismatch" not in s["flags"]
+    done = [r for r in result.records if r.status == "ok"]
+    assert {r.completion_tokens for r in done} == {20}
+    assert {r.finish_reason for r in done} == {"stop"}
 
 
 def test_specs_that_cannot_run_are_refused_with_one_clear_line() -> None:
