@@ -67,8 +67,11 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
         path = adaptive_path(Path("<run>"), config, None) if schedule else None
         console.print(f"{config.name}: {engine.describe(config, path, schedule)}", soft_wrap=True)
         if schedule is not None:
-            console.print(f"  adaptive config ({_schedule_source(config, cfg, schedule)}): "
-                          + json.dumps(schedule.to_json()))
+            console.print(
+                f"  adaptive config ({_schedule_source(config, cfg, schedule)}): "
+                + json.dumps(schedule.to_json()),
+                soft_wrap=True,
+            )
         levels = levels_for(config, cfg, schedule)
         n = len(levels) * len(cfg.measured_sets) * cfg.load.repeats
         n_points += n

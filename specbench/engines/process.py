@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.errors import UserError
+from specbench.redaction import redact
 
 _PR_SET_PDEATHSIG = 1
 # Grace for a server that never became ready: short, so an interrupted start still stops
@@ -155,7 +156,8 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         fresh_log(self.log_path)
         log = open(self.log_path, "wb")  # noqa: SIM115 - handed to the child, closed below
-        log.write(f"# specbench: launching {self.name}: {' '.join(self.argv)}\n".encode())
+        shown = " ".join(redact(self.argv))
+        log.write(f"# specbench: launching {self.name}: {shown}\n".encode())
         log.flush()
         try:
             self.proc = subprocess.Popen(

@@ -509,7 +509,12 @@ class _Point:
 
     def record(self, flight: _Flight) -> RequestRecord:
         request = self.spec.requests[flight.prompt_index]
-        parsed: ParsedStream = self.protocol.parse(flight.reads, flight.times)
+        reads, times = flight.reads, flight.times
+        if flight.status == "cancelled":
+            # Cut at the window's end, the last read may stop inside an event: that is the
+            # cancellation, not a malformed stream.
+            reads, times = _whole_events(reads, times)
+        parsed: ParsedStream = self.protocol.parse(reads, times)
         status, error_class, error_detail = "ok", flight.error_class, flight.error_detail
         if flight.status == "cancelled":
             status = "cancelled"
@@ -561,6 +566,15 @@ async def _wait_any(events: list[asyncio.Event], timeout_s: float | None) -> Non
     finally:
         for waiter in waiters:
             waiter.cancel()
+
+
+def _whole_events(reads: list[bytes], times: list[float]) -> tuple[list[bytes], list[float]]:
+    """The reads up to the end of the last complete SSE event (a blank line)."""
+    for index in range(len(reads) - 1, -1, -1):
+        cut = reads[index].rfind(b"\n\n")
+        if cut != -1:
+            return [*reads[:index], reads[index][: cut + 2]], times[: index + 1]
+    return [], []
 
 
 async def run_point(spec: PointSpec) -> PointResult:
