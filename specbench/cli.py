@@ -102,12 +102,17 @@ def _schema_options() -> list[_Option]:
                 continue
             flag = str(extra["cli"])
             parse = extra.get("parse")
+            plain = _plain_type(field.annotation)
             if parse in ("shlex_each", "attach"):
                 python_type: Any = list[str]
+            elif parse is None and plain in (int, float):
+                # Numbers arrive as text and are parsed here, so a bad one is one line naming
+                # the flag rather than click's usage box.
+                python_type, parse = str, plain.__name__
             elif parse is not None:
                 python_type = str
             else:
-                python_type = _plain_type(field.annotation)
+                python_type = plain
             panel = _PANELS.get(prefix[0], "") if prefix else _TOP_PANELS.get(name, "Options")
             options.append(
                 _Option(

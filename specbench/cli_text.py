@@ -32,6 +32,10 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
                 f"concurrency level {value} must be at least 1; "
                 "use a comma-separated list of positive integers"
             )
+        if value in levels:
+            raise ConfigError(
+                f"concurrency level {value} is given twice; list each level once, e.g. 1,8,64"
+            )
         levels.append(value)
     if not levels:
         raise ConfigError("the concurrency list is empty; give at least one level, e.g. 1,8,64")
@@ -89,6 +93,15 @@ def parse_weights(text: str) -> dict[str, float]:
     return weights
 
 
+def parse_number(text: str, kind: str, flag: str) -> int | float:
+    """A number option's text; `kind` is "int" or "float"."""
+    try:
+        return int(text) if kind == "int" else float(text)
+    except ValueError:
+        what = "a whole number" if kind == "int" else "a number"
+        raise ConfigError(f"--{flag} {text!r} is not {what}; give e.g. --{flag} 2") from None
+
+
 def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
     """One option's command-line value as the plain value its schema field takes."""
     if kind == "csv":
@@ -107,4 +120,6 @@ def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
         return parse_attach(value)
     if kind == "weights":
         return parse_weights(value)
+    if kind in ("int", "float"):
+        return parse_number(value, kind, what)
     return str(value) if isinstance(value, Path) else value

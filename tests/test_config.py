@@ -11,7 +11,7 @@ from specbench.config import ConfigError
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("1,2,4", (1, 2, 4)), ("8, 1 ,8", (1, 8)), ("250", (250,))],
+    [("1,2,4", (1, 2, 4)), ("8, 1 ", (1, 8)), ("250", (250,))],
 )
 def test_parse_concurrency_ok(text: str, expected: tuple[int, ...]) -> None:
     assert cli_text.parse_concurrency(text) == expected
@@ -19,7 +19,8 @@ def test_parse_concurrency_ok(text: str, expected: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize(
     "text, needle",
-    [("0", "at least 1"), ("-4", "at least 1"), ("a,b", "not a whole number"), ("", "empty")],
+    [("0", "at least 1"), ("-4", "at least 1"), ("a,b", "not a whole number"), ("", "empty"),
+     ("8,1,8", "level 8 is given twice")],
 )
 def test_parse_concurrency_bad(text: str, needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
