@@ -49,7 +49,7 @@ def _schedule_source(config: ServerConfiguration, cfg: SweepConfig, schedule: Sc
         return "zero steps at every batch size"
     if config.threshold or cfg.threshold:
         return f"given T={schedule.threshold}"
-    return f"computed after the baseline and eagle3 runs; shown with T={schedule.threshold}"
+    return f"computed from the measured static curves; shown with T={schedule.threshold}"
 
 
 def estimate_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:

@@ -26,7 +26,7 @@ from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server, make_engine
 from specbench.errors import ConfigError, UserError
-from specbench.load import runner
+from specbench.load import protocols, runner
 from specbench.plan import levels_for
 from specbench.progress import SweepProgress
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
@@ -58,6 +58,10 @@ def preflight(cfg: SweepConfig, engine: Engine) -> dict[str, prompts.PromptSet]:
         if ps.name in sets:
             raise ConfigError(f"two prompt sets are named {ps.name!r}; rename one of the files")
         sets[ps.name] = ps  # a file path is keyed by its stem, the name results use
+        try:
+            protocols.check_sampling(ps.requests)
+        except protocols.SamplingOverrideError as exc:
+            raise ConfigError(f"prompt set {ps.name}: {exc}") from None
     if cfg.mix:
         sets[prompts.MIX_NAME] = _mix(cfg, sets)
     # One socket per user: the soft open-files limit is raised to the hard one now, and a

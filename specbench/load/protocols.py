@@ -25,6 +25,7 @@ these parsers and bodies against SGLang 0.5.23's own serving code.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -403,9 +404,24 @@ class SamplingOverrideError(UserError, ValueError):
     """A prompt row's `sampling` has a key specbench cannot send on every route."""
 
 
+# The ranges SGLang 0.5.23's sampler refuses (srt/sampling/sampling_params.py, verify()):
+# (key, is the value allowed, the rule as SGLang states it). Checked before any load, so a bad
+# row is one line up front instead of a 400 on every request that uses it.
+_RANGES: tuple[tuple[str, Any, str], ...] = (
+    ("temperature", lambda v: math.isfinite(v) and v >= 0, "a non-negative finite number"),
+    ("top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("min_p", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("top_k", lambda v: v == -1 or v >= 1, "-1 (disable) or at least 1"),
+    ("frequency_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]"),
+    ("presence_penalty", lambda v: -2 <= v <= 2, "in [-2, 2]"),
+    ("repetition_penalty", lambda v: 0 < v <= 2, "in (0, 2] (1.0 = no penalty)"),
+    ("min_tokens", lambda v: v >= 0, "at least 0"),
+)
+
+
 def sampling_overrides(request: PromptRequest) -> dict[str, Any]:
     """The row's `sampling` overrides under their OpenAI names, checked against
-    :data:`SAMPLING_KEYS`."""
+    :data:`SAMPLING_KEYS` and the ranges SGLang accepts."""
     sampling = dict(request.sampling or {})
     unknown = sorted(set(sampling) - set(SAMPLING_KEYS))
     if unknown:
@@ -413,7 +429,28 @@ def sampling_overrides(request: PromptRequest) -> dict[str, Any]:
             f"prompt {request.id!r}: sampling key {unknown[0]!r} is not one specbench sends; "
             f"use {', '.join(SAMPLING_KEYS)} (max_tokens is a row key, not a sampling override)"
         )
+    for key, allowed, rule in _RANGES:
+        value = sampling.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not allowed(value):
+            raise SamplingOverrideError(
+                f"prompt {request.id!r}: sampling {key}={value!r} would be refused by SGLang "
+                f"({key} must be {rule}); fix the row's sampling"
+            )
+    if "min_tokens" in sampling and sampling["min_tokens"] > request.max_tokens:
+        raise SamplingOverrideError(
+            f"prompt {request.id!r}: sampling min_tokens={sampling['min_tokens']} is above the "
+            f"row's max_tokens {request.max_tokens}; SGLang refuses it: lower min_tokens"
+        )
     return sampling
+
+
+def check_sampling(requests: Sequence[PromptRequest]) -> None:
+    """Refuse, before any load, the first row whose sampling SGLang would refuse."""
+    for request in requests:
+        if request.sampling:
+            sampling_overrides(request)
 
 
 def chat_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
