@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,7 +45,70 @@ CASES = [
     ("run name escapes", ["--run-name", "../outside"], "run name"),
     ("run name absolute", ["--run-name", "{tmp}/elsewhere"], "run name"),
     ("bad attach", ["--engine", "attach", "--attach", "baseline"], "MODE=URL"),
+    # option types and ranges (the schema, named by flag)
+    ("fractional repeats", ["--repeats", "1.5"], "--repeats '1.5' is not a whole number"),
+    ("zero repeats", ["--repeats", "0"], "--repeats 0 is not valid"),
+    ("window not a number", ["--window-s", "abc"], "--window-s 'abc' is not a number"),
+    ("zero window", ["--window-s", "0"], "use a value > 0"),
+    ("negative warmup", ["--warmup-s", "-1"], "--warmup-s -1.0 is not valid"),
+    ("negative temperature", ["--temperature", "-1"], "use a value >= 0"),
+    ("zero request timeout", ["--request-timeout-s", "0"], "--request-timeout-s 0.0"),
+    ("zero spec steps", ["--spec-steps", "0"], "--spec-steps 0 is not valid"),
+    ("zero tp size", ["--tp-size", "0"], "--tp-size 0 is not valid"),
+    ("zero max running", ["--max-running-requests", "0"], "--max-running-requests 0"),
+    ("port out of range", ["--port", "70000"], "use a value <= 65535"),
+    ("zero time scale", ["--sim-time-scale", "0"], "--sim-time-scale 0.0 is not valid"),
+    ("negative retries", ["--max-point-retries", "-1"], "use a value >= 0"),
+    ("unknown engine", ["--engine", "tgi"], "unknown engine 'tgi'"),
+    ("unknown preset", ["--preset", "fast"], "unknown preset 'fast'"),
+    ("duplicate level", ["--concurrency", "1,8,8"], "level 8 is given twice"),
+    ("empty modes", ["--modes", ","], "no modes given"),
+    ("empty prompt sets", ["--prompts", ","], "no prompts given"),
+    ("bad configuration name", ["--modes", "eagle3-k0"], "unknown mode 'eagle3-k0'"),
+    ("mix without weights", ["--mix", "coding"], "not SET=WEIGHT"),
+    ("mix negative weight", ["--mix", "coding=-1,agentic=1"], "not SET=WEIGHT"),
+    ("mix of mix", ["--mix", "mix=1"], "cannot contain a set named mix"),
+    ("mix of unknown set", ["--mix", "poetry=1"], "--mix: unknown prompt set 'poetry'"),
+    ("attach with ftp", ["--engine", "attach", "--attach", "baseline=ftp://x"], "MODE=URL"),
+    ("attach without urls", ["--engine", "attach"], "needs a URL for mode baseline"),
+    ("bad cuda graph list", ["--cuda-graph-bs-decode", "8,x"], "not a whole number"),
+    # config files
+    ("config string for a number", ["--config", "{tmp}/string.toml"], "load.window_s = '8'"),
+    ("config fractional count", ["--config", "{tmp}/fraction.toml"], "load.repeats = 2.5"),
+    ("config string for a list", ["--config", "{tmp}/list.toml"], "modes = 'baseline'"),
+    ("config syntax", ["--config", "{tmp}/syntax.toml"], "fix the TOML syntax"),
+    ("config not utf-8", ["--config", "{tmp}/latin1.toml"], "cannot be read"),
+    # prompt files
+    ("prompt file not utf-8", ["--prompts", "{tmp}/latin1.jsonl"], "latin1.jsonl"),
+    ("prompt messages not a list", ["--prompts", "{tmp}/messages.jsonl"], "messages.jsonl:1"),
+    ("prompt max_tokens a string", ["--prompts", "{tmp}/maxtok.jsonl"], "maxtok.jsonl:1"),
+    ("prompt role unknown", ["--prompts", "{tmp}/role.jsonl"], "role.jsonl:1"),
+    ("prompt tool call to no tool", ["--prompts", "{tmp}/tool.jsonl"], "tool.jsonl:1"),
+    ("prompt file empty", ["--prompts", "{tmp}/empty.jsonl"], "empty.jsonl"),
+    ("prompt sampling out of range", ["--prompts", "{tmp}/topp.jsonl"], "top_p must be in (0, 1]"),
+    ("prompt sampling unknown key", ["--prompts", "{tmp}/samplekey.jsonl"], "sampling key 'beam'"),
+    # the file system
+    ("results dir is a file", ["--results-dir", "{tmp}/bad.toml"], "cannot write the run dir"),
 ]
+
+USER = '{"role": "user", "content": "hi"}'
+FILES = {
+    "string.toml": '[load]\nwindow_s = "8"\n',
+    "fraction.toml": "[load]\nrepeats = 2.5\n",
+    "list.toml": 'modes = "baseline"\n',
+    "syntax.toml": "[load\n",
+    "messages.jsonl": '{"id": "m", "messages": "hi"}\n',
+    "maxtok.jsonl": '{"id": "t", "messages": [' + USER + '], "max_tokens": "many"}\n',
+    "role.jsonl": '{"id": "r", "messages": [{"role": "wizard", "content": "hi"}]}\n',
+    "tool.jsonl": (
+        '{"id": "c", "messages": [' + USER + ', {"role": "assistant", "tool_calls": [{"id": '
+        '"call_1", "type": "function", "function": {"name": "nope", "arguments": "{}"}}]}], '
+        '"tools": [{"type": "function", "function": {"name": "read", "parameters": {}}}]}\n'
+    ),
+    "empty.jsonl": "",
+    "topp.jsonl": '{"id": "p", "messages": [' + USER + '], "sampling": {"top_p": 1.5}}\n',
+    "samplekey.jsonl": '{"id": "k", "messages": [' + USER + '], "sampling": {"beam": 2}}\n',
+}
 
 
 @pytest.mark.parametrize("name, args, needle", CASES, ids=[c[0] for c in CASES])
@@ -52,6 +117,11 @@ def test_bad_input_is_one_line_exit_2(
 ) -> None:
     (tmp_path / "bad.jsonl").write_text(BAD_PROMPTS_LINE)
     (tmp_path / "bad.toml").write_text("[load]\nwindow = 3\n")
+    for file_name, text in FILES.items():
+        (tmp_path / file_name).write_text(text)
+    (tmp_path / "latin1.toml").write_bytes("# caf\xe9\n[load]\n".encode("latin-1"))
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"id": "l", "messages": [{"role": "user", '
+                                            b'"content": "caf\xe9"}]}\n')
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = run_cli(
         ["sweep", "--port", str(port), "--results-dir", str(tmp_path / "res"), *args],
@@ -64,8 +134,21 @@ def test_bad_input_is_one_line_exit_2(
     assert lines[0].startswith("error: ")
     assert needle in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert not (tmp_path / "res").exists() or not any((tmp_path / "res").rglob("*.log"))
+    results = tmp_path / "res"
+    assert not results.is_dir() or not any(results.rglob("*.log"))
     assert_no_process_left(port)
+
+
+def test_open_files_limit_too_low_is_one_line_before_any_server(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        ["bash", "-c", f'ulimit -n 200 && exec "{sys.executable}" -m specbench sweep '
+         f"--concurrency 1,250 --results-dir {tmp_path / 'res'}"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ulimit -n" in lines[0] and "open files" in lines[0], lines
+    assert not (tmp_path / "res").exists()
 
 
 def test_port_in_use_is_refused_before_launch(tmp_path: Path) -> None:
