@@ -6,10 +6,13 @@ inwards:
 
 * `cli` (process entry: start-up lines, serve until a signal), `args` (flags and SGLang's
   resolution rules), `logs` (SGLang-style log lines), `lifecycle` (die with the parent);
-* `app` (aiohttp app: routes, readiness, introspection), `openai_api` and `native_api` (the
-  generation endpoints), `generation` (what they share), `streaming` (the SSE engine),
+* `app` (aiohttp app: routes, readiness, introspection, /flush_cache), `auth` (--api-key,
+  --admin-api-key), `openai_api` and `native_api` (the generation endpoints), `sampling`
+  (OpenAI fields as SGLang's sampling parameters), `validation` (what SGLang refuses, with
+  its messages), `generation` (what the endpoints share), `streaming` (the SSE engine),
   `prometheus` (`/metrics`), `faults` (--sim-* fault injection);
-* `scheduler` (continuous batching on a virtual clock), `request` (one request), `adaptive`
+* `scheduler` (continuous batching on a virtual clock), `kvpool` (SGLang's admission and
+  retraction when the KV pool is short, the load gauges), `request` (one request), `adaptive`
   (SGLang's adaptive step policy), `stats` (counters and diagnostics), `groundtruth` (what was
   really emitted), `prefixcache` (the radix cache model);
 * `costmodel` (step-time model and profiles), `workload` (prompt -> token counts, output

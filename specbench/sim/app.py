@@ -5,15 +5,18 @@ the server status, fault planning) and serves the endpoints a harness polls: `/r
 `/health`, `/health_generate`, `/ping`, `/model_info`, `/server_info`, `/v1/models`,
 `/flush_cache`, Prometheus `/metrics` (prometheus.py) and the simulator's own
 `/sim/ground_truth`. Generation lives in openai_api.py and native_api.py, which create
-requests through :meth:`SimServer.new_request`. JSON shapes follow SGLang 0.5.23
-(shared/reference/sglang-0.5.23.md §3-§4); `sim_*` keys in `/server_info` are extensions.
-Times the server reports (e2e_latency, histograms, gen throughput) are model time.
+requests through :meth:`SimServer.new_request`, which applies SGLang's length and sampling
+checks (validation.py). `--api-key` / `--admin-api-key` are checked as SGLang does (auth.py).
+JSON shapes follow SGLang 0.5.23 (shared/reference/sglang-0.5.23.md §3-§4 and its
+corrections); `sim_*` keys in `/server_info` are extensions. Times the server reports
+(e2e_latency, histograms, gen throughput) are model time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
 from typing import Any
@@ -21,9 +24,10 @@ from typing import Any
 from aiohttp import web
 
 from specbench.sim.args import SIM_VERSION, ServerSettings
+from specbench.sim.auth import key_middleware
 from specbench.sim.costmodel import Profile
 from specbench.sim.faults import FaultInjector
-from specbench.sim.generation import BadRequest, error_json
+from specbench.sim.generation import error_json
 from specbench.sim.logs import log
 from specbench.sim.native_api import NativeApi
 from specbench.sim.openai_api import OpenAIApi
@@ -31,6 +35,7 @@ from specbench.sim.prefixcache import block_keys
 from specbench.sim.prometheus import PrometheusExporter
 from specbench.sim.request import SimRequest
 from specbench.sim.scheduler import Scheduler
+from specbench.sim.validation import check_sampling, fit_context, fit_scheduler
 from specbench.sim.workload import TraitModel
 
 READY_LINE = "The server is fired up and ready to roll!"
@@ -38,6 +43,10 @@ FLUSH_TEXT = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or "
     "waiting requests, the operation will not be performed.)\n"
 )
+FLUSH_FAILED = "Flush cache failed.\n"
+FLUSH_TIMED_OUT = "Timed out waiting for idle state."
+FLUSH_BUSY = "Another flush_cache is already in progress."
+_FLUSH_POLL_S = 0.005
 _MAX_BODY_BYTES = 256 * 1024 * 1024  # long agentic prompts; aiohttp's default is 1 MiB
 _HEALTH_TIMEOUT_S = 20.0
 # /server_info's sim_lag.behind: the scheduler's latest forward ended this late or later.
@@ -56,9 +65,14 @@ class SimServer:
         self.faults = FaultInjector(settings.faults)
         self.started_at = time.time()
         self.prometheus = PrometheusExporter(settings, self.scheduler)
+        self._flush_pending = False
 
     def make_app(self) -> web.Application:
-        app = web.Application(client_max_size=_MAX_BODY_BYTES)
+        s = self.settings
+        middlewares = (
+            [key_middleware(s.api_key, s.admin_api_key)] if (s.api_key or s.admin_api_key) else []
+        )
+        app = web.Application(client_max_size=_MAX_BODY_BYTES, middlewares=middlewares)
         openai, native = OpenAIApi(self), NativeApi(self)
         r = app.router
         r.add_get("/ready", self.ready)
@@ -147,7 +161,8 @@ class SimServer:
                         "object": "model",
                         "created": int(self.started_at),
                         "owned_by": "sglang",
-                        "root": s.model_path,
+                        "root": s.served_model_name,
+                        "parent": None,
                         "max_model_len": s.context_length,
                     }
                 ],
@@ -178,7 +193,12 @@ class SimServer:
             "tp_size": s.tp_size,
             "max_running_requests": s.max_running_requests,
             "chunked_prefill_size": s.chunked_prefill_size,
-            "context_length": s.context_length,
+            # The flag as given: SGLang does not fill it in from the model's config.
+            "context_length": s.context_length_arg,
+            "allow_auto_truncate": s.allow_auto_truncate,
+            "max_total_tokens": s.max_total_tokens,
+            "api_key": s.api_key,
+            "admin_api_key": s.admin_api_key,
             "mem_fraction_static": s.mem_fraction_static
             if s.mem_fraction_static is not None
             else self.profile.memory.mem_fraction_static,
@@ -204,7 +224,7 @@ class SimServer:
             "max_total_num_tokens": sch.kv_capacity_tokens,
             "disable_radix_cache": s.disable_radix_cache,
             "enable_cache_report": s.enable_cache_report,
-            "max_req_input_len": s.context_length - 1,
+            "max_req_input_len": sch.max_req_input_len,
             "launch_command": " ".join(["python", "-m", "specbench.sim", *s.argv]),
         }
 
@@ -250,6 +270,9 @@ class SimServer:
                 "writes": lag.stream_writes,
             },
             "sim_kv_tokens_in_use": sch.kv_tokens_in_use,
+            # Never reset: the queue head waited for KV space / requests were retracted.
+            "sim_kv_waits": sch.counters.kv_waits,
+            "sim_retractions": sch.counters.retracted_requests,
             # Since start or /flush_cache: prompt tokens looked up and found in the prefix cache.
             "sim_prefix_cache": {
                 "enabled": sch.cache.enabled,
@@ -262,17 +285,34 @@ class SimServer:
 
     # ------------------------------------------------------------------ cache, metrics, truth
     async def flush_cache(self, request: web.Request) -> web.Response:
-        try:
-            timeout_s = float(request.query.get("timeout", "0") or 0)
-        except ValueError:
-            return web.Response(status=400, text="timeout must be a number of seconds\n")
-        deadline = time.monotonic() + max(0.0, timeout_s)
-        while not self.scheduler.idle and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        if not self.scheduler.idle:
-            return web.Response(status=400, text=FLUSH_TEXT)
-        self.scheduler.flush_cache()
-        self.scheduler.reset_spec_stats()
+        """SGLang's flush: only on an idle scheduler. `?timeout=S` (S >= 0 seconds) waits up
+        to S for idle; otherwise a busy server answers 400 at once."""
+        timeout_s = _flush_timeout(request)
+        if isinstance(timeout_s, web.Response):
+            return timeout_s
+        if self._flush_pending:
+            return web.Response(status=400, text=FLUSH_BUSY)
+        sch = self.scheduler
+        if timeout_s > 0 and not sch.idle:
+            self._flush_pending = True
+            try:
+                deadline = time.monotonic() + timeout_s
+                while not sch.idle and time.monotonic() < deadline:
+                    await asyncio.sleep(_FLUSH_POLL_S)
+            finally:
+                self._flush_pending = False
+            if not sch.idle:
+                log("warning", "Deferred flush_cache timed out while waiting for idle state.")
+                return web.Response(status=400, text=FLUSH_TIMED_OUT)
+        if not sch.idle:
+            log(
+                "warning",
+                "Cache not flushed because there are pending requests. "
+                f"#queue-req: {sch.num_queued}, #running-req: {sch.num_running}",
+            )
+            return web.Response(status=400, text=FLUSH_FAILED)
+        sch.flush_cache()
+        sch.reset_spec_stats()
         log("info", "Cache flushed successfully!")
         return web.Response(status=200, text=FLUSH_TEXT)
 
@@ -302,35 +342,35 @@ class SimServer:
         text: str,
         *,
         agentic: bool,
-        max_new_tokens: int | None,
-        ignore_eos: bool,
-        min_new_tokens: int,
+        sampling: dict[str, Any],
         stream: bool,
         prompt_tokens: int | None = None,
     ) -> SimRequest:
-        """Check a prompt against the context length, then queue its request."""
+        """Check a request as SGLang does (context length, then the sampling values, then
+        the scheduler's input limit), then queue it. `sampling` uses SGLang's names; without
+        a `max_new_tokens` key (a `/generate` body without one) the context check has no
+        output budget to add and generation stops at SGLang's default of 128 tokens."""
         traits = self.traits.traits(text, agentic=agentic, prompt_tokens=prompt_tokens)
-        ctx = self.settings.context_length
-        if traits.prompt_tokens >= ctx:
-            raise BadRequest(
-                f"The input ({traits.prompt_tokens} tokens) is longer than the model's context "
-                f"length ({ctx} tokens)."
-            )
-        limit = ctx - traits.prompt_tokens
-        max_new = limit if max_new_tokens is None else min(int(max_new_tokens), limit)
-        if max_new < 0:
-            raise BadRequest(f"max_tokens must be at least 0, got {max_new_tokens}")
+        s, sch = self.settings, self.scheduler
+        n_prompt, max_new = fit_context(traits.prompt_tokens, sampling.get("max_new_tokens"), s)
+        if "max_new_tokens" in sampling:
+            sampling = {**sampling, "max_new_tokens": max_new}
+        check_sampling(sampling, self.profile.vocab_size)
+        max_new = sampling.get("max_new_tokens", 128)
+        n_prompt, max_new_cap = fit_scheduler(n_prompt, max_new, s, sch.max_req_len)
+        if n_prompt != traits.prompt_tokens:
+            traits = dataclasses.replace(traits, prompt_tokens=n_prompt)
         req = SimRequest(
             uuid.uuid4().hex,
             traits,
-            max_new_tokens=max_new,
-            ignore_eos=ignore_eos,
-            min_new_tokens=min_new_tokens,
+            max_new_tokens=max_new_cap,
+            ignore_eos=bool(sampling.get("ignore_eos")),
+            min_new_tokens=int(sampling.get("min_new_tokens") or 0),
             is_streaming=stream,
-            topk=self.scheduler.topk,
-            block_keys=block_keys(text) if self.scheduler.cache.enabled else (),
+            topk=sch.topk,
+            block_keys=block_keys(text) if sch.cache.enabled else (),
         )
-        self.scheduler.submit(req)
+        sch.submit(req)
         return req
 
     async def wait_finished(self, req: SimRequest, request: web.Request | None = None) -> None:
@@ -344,3 +384,28 @@ class SimServer:
                 if transport is None or transport.is_closing():
                     self.scheduler.cancel(req)
                     raise ConnectionResetError("client went away")
+
+
+def _flush_timeout(request: web.Request) -> float | web.Response:
+    """`?timeout=` as SGLang's handler reads it: a number of seconds >= 0 (default 0), or a
+    400 with FastAPI's validation text."""
+    raw = request.query.get("timeout")
+    if raw is None:
+        return 0.0
+    try:
+        value = float(raw)
+        problem = None if value >= 0 else "greater_than_equal"
+    except ValueError:
+        problem = "float_parsing"
+    if problem is None:
+        return value
+    if problem == "float_parsing":
+        msg = "Input should be a valid number, unable to parse string as a number"
+        detail = f"{{'type': 'float_parsing', 'loc': ('query', 'timeout'), 'msg': '{msg}', "
+        detail += f"'input': {raw!r}}}"
+    else:
+        msg = "Input should be greater than or equal to 0"
+        detail = f"{{'type': 'greater_than_equal', 'loc': ('query', 'timeout'), 'msg': '{msg}', "
+        detail += f"'input': {raw!r}, 'ctx': {{'ge': 0.0}}}}"
+    message = f"1 validation error:\n  {detail}\n\n  {request.method} /flush_cache [{detail}]"
+    return error_json(message, 400, "Bad Request")

@@ -6,6 +6,9 @@ trip over it (shared/reference/sglang-0.5.23.md §1-§2):
 
 * argparse with prefix abbreviations on, so ``--cuda-graph-max-bs`` is an *ambiguous option*
   (exit 2) because ``--cuda-graph-max-bs-decode`` and ``--cuda-graph-max-bs-prefill`` exist;
+* `--context-length` and `--max-total-tokens` read token counts as SGLang does ("32k",
+  "1Mi"); `--api-key`, `--admin-api-key` and `--allow-auto-truncate` act as in SGLang
+  (auth.py, validation.py);
 * speculative resolution in SGLang's order: the adaptive block first (it may refuse and fall
   back to static steps with a warning), then the 48-request cap, then the auto choice of
   (steps, topk, draft tokens) with its bare ``AssertionError`` when only some are given,
@@ -19,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from specbench.sim.adaptive import SlotConfig, load_adaptive_config
@@ -96,6 +101,13 @@ class ServerSettings:
     faults: FaultOptions
     disable_radix_cache: bool = False
     enable_cache_report: bool = False
+    # --context-length as given (None: the profile's, as SGLang reads config.json); the
+    # effective value is `context_len`.
+    context_length_arg: int | None = None
+    allow_auto_truncate: bool = False
+    max_total_tokens: int | None = None
+    api_key: str | None = field(default=None, repr=False)
+    admin_api_key: str | None = field(default=None, repr=False)
     argv: tuple[str, ...] = ()
     ignored_flags: tuple[str, ...] = ()
     # (level, message) lines that resolution logs once logging is set up, as SGLang does.
@@ -104,6 +116,18 @@ class ServerSettings:
     @property
     def speculative(self) -> bool:
         return self.speculative_algorithm is not None
+
+    @property
+    def reserved_tokens(self) -> int:
+        """Output slots SGLang's EAGLE family keeps per request on top of its input (its
+        draft tokens live there), which the context-length check adds to the prompt."""
+        if not self.speculative:
+            return 0
+        widest = self.speculative_num_draft_tokens or 0
+        if self.speculative_adaptive and self.adaptive_slots:
+            widest = max(s for slot in self.adaptive_slots for s in slot.candidate_steps) + 1
+        steps, topk = self.speculative_num_steps or 0, self.speculative_eagle_topk or 1
+        return max(topk * steps, widest)
 
 
 def _positive_float(text: str) -> float:
@@ -118,6 +142,31 @@ def _non_negative_float(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} must be >= 0")
     return value
+
+
+def _token_count(text: str) -> int:
+    """A token count written as SGLang accepts one: a plain integer, or a number with an SI
+    suffix (k, M, G, T; decimals allowed) or an IEC one (Ki, Mi, Gi, Ti; whole numbers)."""
+    text = text.strip()
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
+    if found:
+        number, suffix = found.groups()
+        if suffix.endswith("i"):
+            if "." not in number:
+                return int(number) * 2 ** (10 * "KMGT".index(suffix[0]) + 10)
+            raise argparse.ArgumentTypeError(
+                f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer "
+                f"IEC value such as '{int(Decimal(number))}{suffix}', or an SI value such as "
+                f"'{number}{suffix[0]}'."
+            )
+        return int(Decimal(number) * 10 ** (3 * "kMGT".index(suffix) + 3))
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{text}'. Use a plain integer, SI suffixes (1k, 1M), or "
+            "IEC suffixes (1Ki, 1Mi). Suffixes are case-sensitive."
+        ) from None
 
 
 def _rate(text: str) -> float:
@@ -172,7 +221,11 @@ SGLANG_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--mem-fraction-static", {"type": float}),
     ("--trust-remote-code", _SWITCH),
     ("--load-format", {"default": "auto"}),
-    ("--context-length", _INT),
+    ("--context-length", {"type": _token_count}),
+    ("--max-total-tokens", {"type": _token_count}),
+    ("--allow-auto-truncate", _SWITCH),
+    ("--api-key", {}),
+    ("--admin-api-key", {}),
     ("--decode-log-interval", {"type": int, "default": 40}),
     *((flag, {"help": _NO_EFFECT}) for flag in IGNORED_VALUE_FLAGS),
     ("--disable-radix-cache", {**_SWITCH, "help": "no prefix cache"}),
@@ -303,6 +356,11 @@ def resolve(
         faults=_faults(ns),
         disable_radix_cache=bool(ns.disable_radix_cache),
         enable_cache_report=bool(ns.enable_cache_report),
+        context_length_arg=ns.context_length,
+        allow_auto_truncate=bool(ns.allow_auto_truncate),
+        max_total_tokens=ns.max_total_tokens,
+        api_key=ns.api_key or None,
+        admin_api_key=ns.admin_api_key or None,
         argv=argv,
         ignored_flags=_ignored(ns),
         startup_log=tuple(log),
@@ -468,7 +526,13 @@ def _chain_draft_tokens(
 
 
 def _check_sizes(ns: argparse.Namespace, max_running: int) -> None:
-    for name, value in (("--max-running-requests", max_running), ("--port", ns.port)):
+    sizes = (
+        ("--max-running-requests", max_running),
+        ("--port", ns.port),
+        ("--context-length", ns.context_length),
+        ("--max-total-tokens", ns.max_total_tokens),
+    )
+    for name, value in sizes:
         if value is not None and value <= 0:
             raise StartupError(2, f"specbench.sim: {name} must be positive, got {value}")
     if ns.cuda_graph_bs_decode is not None and any(b <= 0 for b in ns.cuda_graph_bs_decode):

@@ -198,6 +198,7 @@ class Profile:
     workload: Workload
     source_path: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    vocab_size: int = 128256  # the target's vocabulary (bounds logit_bias keys); Llama-3's
 
 
 @dataclass(frozen=True)
@@ -394,6 +395,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         "description",
         "architecture",
         "context_length",
+        "vocab_size",
         "target_linear",
         "target_moe",
         "target_attention",
@@ -409,6 +411,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         description=str(data.get("description", "")),
         architecture=str(data.get("architecture", "LlamaForCausalLM")),
         context_length=int(data.get("context_length", 131072)),
+        vocab_size=int(data.get("vocab_size", 128256)),
         target_linear=target_linear,
         target_attention=_build(
             AttentionModel, _section(data, "target_attention", path), "target_attention", path

@@ -1,13 +1,18 @@
 """SGLang's native `/generate`, streaming and not, with its exact JSON and meta_info.
 
-Unlike the OpenAI API, `/generate` rejects unknown `sampling_params` keys (400 with SGLang's
-message) and streams cumulative events: every event carries the whole text and all output ids
-so far, with meta_info (e2e latency and spec_* statistics in the last one).
+Unlike the OpenAI API, `/generate` checks `sampling_params` against its JSON contract
+(unknown keys and wrong types are a 400 with SGLang's message, validation.py) and streams
+cumulative events: every event carries the whole text and all output ids so far (the EOS id
+included, its text trimmed), with meta_info (e2e latency, the weight versions and, after a
+verify round, the spec_* statistics in the last one). A request SGLang refuses later (its
+sampling values, its length) is a 400 `{"error": {"message": ...}}` without streaming and an
+error event in a 200 stream with it, because SGLang has already begun the response then.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -19,40 +24,26 @@ from specbench.sim.generation import (
     dumps,
     guarded,
     json_body,
-    opt_int,
-    spec_details,
+    output_ids,
+    spec_meta,
+    text_json,
+    text_of,
+    weight_versions,
 )
 from specbench.sim.request import SimRequest
-from specbench.sim.streaming import stream_sse
-from specbench.sim.workload import filler_ids, filler_json, filler_text
+from specbench.sim.streaming import SSE_HEADERS, sse, stream_sse
+from specbench.sim.validation import (
+    SAMPLING_FIELDS,
+    InputTooLong,
+    flag_error,
+    generate_params_error,
+)
 
 if TYPE_CHECKING:
     from specbench.sim.app import SimServer
 
-# /generate sampling_params keys of SGLang 0.5.23 (sglang-0.5.23.md §4); others are a 400.
-SAMPLING_KEYS = (
-    "max_new_tokens",
-    "min_new_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "ignore_eos",
-    "stop",
-    "stop_token_ids",
-    "n",
-    "skip_special_tokens",
-    "no_stop_trim",
-    "sampling_seed",
-    "stream_interval",
-    "json_schema",
-    "regex",
-    "ebnf",
-    "logit_bias",
-    "custom_params",
-)
-# meta_info of /generate lacks these spec_tokens_details keys of the OpenAI sglext.
-_NOT_IN_META = ("spec_cap_length", "spec_block_accept_length", "spec_cap_lens_histogram")
+# /generate sampling_params keys of SGLang 0.5.23 (api/v1/api_types.py), in its order.
+SAMPLING_KEYS = tuple(SAMPLING_FIELDS)
 
 
 def _prompt(body: dict[str, Any]) -> tuple[str, int | None]:
@@ -81,36 +72,25 @@ class NativeApi:
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         body = await json_body(request)
         params = body.get("sampling_params") or {}
-        if not isinstance(params, dict):
-            raise BadRequest("sampling_params must be an object")
-        unknown = [k for k in params if k not in SAMPLING_KEYS]
-        if unknown:
-            expected = ", ".join(f"`{k}`" for k in SAMPLING_KEYS)
-            return web.json_response(
-                {"error": f"unknown field `{unknown[0]}`, expected one of {expected}"}, status=400
-            )
+        contract = generate_params_error(params) or flag_error(body.get("stream"))
+        if contract is not None:
+            return web.json_response({"error": contract}, status=400)
+        stream = bool(body.get("stream"))
         fault = self.sim.faults.on_generation_request()
         if fault.error:
             error = {"message": INJECTED_ERROR, "type": "InternalServerError", "code": 500}
             return web.json_response({"error": error}, status=500)
-        text, prompt_tokens = _prompt(body)
-        if int(params.get("n") or 1) != 1:
-            raise BadRequest("specbench.sim supports n = 1 only")
-        stream = bool(body.get("stream"))
-        req = self.sim.new_request(
-            text,
-            agentic=False,
-            max_new_tokens=opt_int(params.get("max_new_tokens", 128), "max_new_tokens"),
-            ignore_eos=bool(params.get("ignore_eos")),
-            min_new_tokens=opt_int(params.get("min_new_tokens"), "min_new_tokens") or 0,
-            stream=stream,
-            prompt_tokens=prompt_tokens,
-        )
+        try:
+            req = self._new_request(body, params, stream)
+        except BadRequest as exc:
+            if not stream:
+                return web.json_response({"error": {"message": str(exc)}}, status=exc.status)
+            return await self._refused_stream(request, exc, body)
         if not stream:
             await self.sim.wait_finished(req, request)
             out = {
-                "text": filler_text(req.seed, 0, req.completion_tokens),
-                "output_ids": filler_ids(req.seed, 0, req.completion_tokens),
+                "text": text_of(req, 0, req.completion_tokens),
+                "output_ids": output_ids(req, 0, req.completion_tokens),
                 "meta_info": self._meta_info(req, final=True),
             }
             return faulty_json(out, fault)
@@ -121,33 +101,90 @@ class NativeApi:
         def on_update(sent: int, now: int, done: bool) -> list[str]:
             nonlocal text_esc, ids_txt
             if now > sent:
-                text_esc += filler_json(req.seed, sent, now)[1:-1]
-                new_ids = ",".join(str(i) for i in filler_ids(req.seed, sent, now))
+                text_esc += text_json(req, sent, now)[1:-1]
+                new_ids = ",".join(str(i) for i in output_ids(req, sent, now))
                 ids_txt = f"{ids_txt},{new_ids}" if ids_txt else new_ids
-            meta = dumps(self._meta_info(req, final=done))
+            meta = dumps(self._meta_info(req, final=done, completion=now))
             return [f'{{"text":"{text_esc}","output_ids":[{ids_txt}],"meta_info":{meta}}}']
 
         return await stream_sse(request, req, self.sim.scheduler, fault, on_update, lambda: [])
 
-    def _meta_info(self, req: SimRequest, final: bool) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "id": req.rid,
-            "finish_reason": _native_finish(req) if req.finished else None,
-            "prompt_tokens": req.prompt_tokens,
-            "completion_tokens": req.completion_tokens,
-            "cached_tokens": req.cached_tokens,
-            "reasoning_tokens": 0,
+    def _new_request(self, body: dict[str, Any], params: Any, stream: bool) -> SimRequest:
+        if isinstance(params, list):
+            if len(params) != 1:
+                raise BadRequest("specbench.sim supports one prompt per request")
+            params = params[0]
+        text, prompt_tokens = _prompt(body)
+        if (params.get("n") or 1) != 1:
+            raise BadRequest("specbench.sim supports n = 1 only")
+        return self.sim.new_request(
+            text, agentic=False, sampling=params, stream=stream, prompt_tokens=prompt_tokens
+        )
+
+    async def _refused_stream(
+        self, request: web.Request, exc: BadRequest, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        """The 200 stream of a request SGLang refused after starting the response: an error
+        event, or for an input the scheduler refused, the aborted request's one update."""
+        if isinstance(exc, InputTooLong):
+            reason = {
+                "type": "abort",
+                "message": str(exc),
+                "status_code": 400,
+                "err_type": "BadRequestError",
+            }
+            meta = self._base_meta(uuid.uuid4().hex, reason, 1, 0, 0, 0)
+            payload = dumps({"text": "", "output_ids": [], "meta_info": meta})
+        else:
+            error = {"message": str(exc), "type": "invalid_request_error", "code": exc.status}
+            payload = dumps({"error": {**error, "retryable": False}})
+        resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+        await resp.prepare(request)
+        await resp.write(sse([payload, "[DONE]"]))
+        await resp.write_eof()
+        return resp
+
+    @staticmethod
+    def _base_meta(
+        rid: str,
+        reason: dict[str, Any] | None,
+        prompt: int,
+        completion: int,
+        cached: int,
+        retractions: int,
+    ) -> dict[str, Any]:
+        return {
+            "id": rid,
+            "finish_reason": reason,
+            "prompt_tokens": prompt,
             "weight_version": "default",
-            "num_retractions": 0,
+            "num_retractions": retractions,
+            "reasoning_tokens": 0,
+            "completion_tokens": completion,
+            "cached_tokens": cached,
         }
+
+    def _meta_info(
+        self, req: SimRequest, final: bool, completion: int | None = None
+    ) -> dict[str, Any]:
+        """meta_info after `completion` output tokens (all of them by default)."""
+        meta = self._base_meta(
+            req.rid,
+            _native_finish(req) if final and req.finished else None,
+            req.prompt_tokens,
+            req.completion_tokens if completion is None else completion,
+            req.cached_tokens,
+            req.retractions,
+        )
+        if final:
+            meta["weight_versions"] = weight_versions(req)
+        cached = req.cached_tokens
+        meta["cached_tokens_details"] = {"device": cached, "host": 0} if cached else None
+        meta["dp_rank"] = None
         if final:
             end = req.finish_real_s if req.finish_real_s is not None else time.monotonic()
             meta["e2e_latency"] = (end - req.arrival_real_s) * self.settings.sim_time_scale
-            if self.settings.speculative:
-                details = spec_details(req, self.settings)
-                for key in _NOT_IN_META:
-                    details.pop(key)
-                meta.update(details)
+            meta.update(spec_meta(req, self.settings))
         return meta
 
 

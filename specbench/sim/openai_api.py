@@ -1,14 +1,23 @@
 """`/v1/chat/completions` and `/v1/completions`, with SGLang 0.5.23's exact JSON and chunks.
 
 Both endpoints take one path (:meth:`OpenAIApi._serve`) and read a request the same way
-(:meth:`OpenAIApi._begin`: fault planning, the n = 1 check, stream options, the sglext opt-in,
-the model name); they differ only in where the prompt comes from and in the shape of a choice.
-Stream chunks are formatted directly rather than through `json.dumps`, because under load the
-simulator writes thousands per second; the text pieces come pre-escaped from workload.py.
+(:meth:`OpenAIApi._begin`: fault planning, the request checks, the sampling parameters as
+SGLang maps them, stream options, the sglext opt-in, the model name); they differ in where
+the prompt comes from and in the shape of a choice. Stream chunks are formatted directly
+rather than through `json.dumps`, because under load the simulator writes thousands per
+second; the text pieces come pre-escaped from workload.py.
 
-SGLang's choices: a chat stream opens with an empty assistant delta, a finish chunk follows
-the last content, then (when asked for) an sglext chunk with the speculative statistics and a
-usage chunk, then `[DONE]`.
+The shapes follow SGLang's serialisers (`openai/sse_utils.py`, `openai/protocol.py`,
+`serving_chat.py`, `serving_completions.py`):
+
+* chat: a role chunk at the first update; a content chunk only for an update whose text is
+  not empty (the step that adds only the EOS token, which the detokenizer trims, sends
+  none); a finish chunk with no usage; then an sglext chunk (`"usage": null`) when asked for
+  and the request had a verify round, and a usage chunk when asked for; then `[DONE]`.
+  Deltas carry `"reasoning_content": null`;
+* completions: a chunk for every update, empty text included, the last one carrying
+  finish_reason (and `"usage"`: null or the running count); the sglext chunk; a usage chunk
+  written without null fields.
 """
 
 from __future__ import annotations
@@ -28,12 +37,17 @@ from specbench.sim.generation import (
     error_json,
     guarded,
     json_body,
-    opt_int,
     spec_details,
+    text_json,
+    text_of,
+    usage_info,
+    weight_versions,
 )
 from specbench.sim.request import SimRequest
-from specbench.sim.streaming import OnEnd, OnUpdate, stream_sse
-from specbench.sim.workload import filler_json, filler_text, is_agentic, render_chat
+from specbench.sim.sampling import chat_sampling, completion_sampling
+from specbench.sim.streaming import SSE_HEADERS, OnEnd, OnUpdate, sse, stream_sse
+from specbench.sim.validation import InputTooLong, tools_error
+from specbench.sim.workload import is_agentic, render_chat
 
 if TYPE_CHECKING:
     from specbench.sim.app import SimServer
@@ -45,11 +59,11 @@ _Callbacks = tuple[OnUpdate, OnEnd]
 
 @dataclass(frozen=True)
 class _Prompt:
-    """What an endpoint's own fields give: the prompt text and the raw max-tokens value."""
+    """What an endpoint's own fields give: the prompt and SGLang's sampling parameters."""
 
     text: str
     agentic: bool
-    max_tokens: Any  # checked by opt_int when the request is created
+    sampling: dict[str, Any]
     prompt_tokens: int | None = None  # given when the prompt is token ids
 
 
@@ -67,7 +81,10 @@ class _Call:
     want_spec: bool
 
 
-def _chat_prompt(body: dict[str, Any]) -> _Prompt:
+def _chat_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
+    """The prompt of a chat request, after SGLang's request checks in its order (field
+    types first, as its request model does)."""
+    sampling = chat_sampling(body)
     messages = body.get("messages")
     if (
         not isinstance(messages, list)
@@ -75,24 +92,33 @@ def _chat_prompt(body: dict[str, Any]) -> _Prompt:
         or not all(isinstance(m, dict) for m in messages)
     ):
         raise BadRequest("Messages cannot be empty.")
-    tools = body.get("tools") if body.get("tool_choice") != "none" else None
-    if tools is not None and not isinstance(tools, list):
-        raise BadRequest("tools must be a list")
-    max_tokens = body.get("max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = body.get("max_tokens")
-    return _Prompt(render_chat(messages, tools), is_agentic(messages, tools), max_tokens)
+    tools, tool_choice = body.get("tools"), body.get("tool_choice")
+    problem = tools_error(tools, tool_choice)
+    if problem:
+        raise BadRequest(problem)
+    longest = body.get("max_completion_tokens") or body.get("max_tokens")
+    ctx = sim.settings.context_length_arg
+    if longest and ctx and longest > ctx and not sim.settings.allow_auto_truncate:
+        raise BadRequest(
+            f"max_completion_tokens is too large: {longest}."
+            f"This model supports at most {ctx} completion tokens."
+        )
+    if tool_choice == "none":
+        tools = None
+    return _Prompt(render_chat(messages, tools), is_agentic(messages, tools), sampling)
 
 
-def _completion_prompt(body: dict[str, Any]) -> _Prompt:
+def _completion_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
+    sampling = completion_sampling(body)
     prompt = body.get("prompt")
+    if not prompt or (isinstance(prompt, list) and all(not p for p in prompt)):
+        raise BadRequest("Prompt cannot be empty")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
-    max_tokens = body.get("max_tokens", 16)
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        return _Prompt(" ".join(map(str, prompt)), False, max_tokens, prompt_tokens=len(prompt))
-    if isinstance(prompt, str) and prompt:
-        return _Prompt(prompt, False, max_tokens)
+        return _Prompt(" ".join(map(str, prompt)), False, sampling, prompt_tokens=len(prompt))
+    if isinstance(prompt, str):
+        return _Prompt(prompt, False, sampling)
     raise BadRequest("prompt must be a non-empty string (or a list of token ids)")
 
 
@@ -118,13 +144,13 @@ class OpenAIApi:
     async def _serve(
         self,
         request: web.Request,
-        prompt_of: Callable[[dict[str, Any]], _Prompt],
+        prompt_of: Callable[[dict[str, Any], SimServer], _Prompt],
         body_of: Callable[[_Call], dict[str, Any]],
         stream_of: Callable[[_Call], _Callbacks],
     ) -> web.StreamResponse:
         """One request, either endpoint: parse it, then one JSON body or an SSE stream."""
-        call = await self._begin(request, prompt_of)
-        if isinstance(call, web.Response):
+        call = await self._begin(request, prompt_of, stream_of is self._chat_stream)
+        if isinstance(call, web.StreamResponse):
             return call
         if not call.stream:
             await self.sim.wait_finished(call.req, request)
@@ -135,31 +161,36 @@ class OpenAIApi:
         )
 
     async def _begin(
-        self, request: web.Request, prompt_of: Callable[[dict[str, Any]], _Prompt]
-    ) -> _Call | web.Response:
-        """Parse and queue a request; an injected error is answered at once (a Response)."""
+        self,
+        request: web.Request,
+        prompt_of: Callable[[dict[str, Any], SimServer], _Prompt],
+        chat: bool,
+    ) -> _Call | web.StreamResponse:
+        """Parse and queue a request; an injected error, or an input the scheduler refuses
+        on a stream, is answered at once (a response)."""
         body = await json_body(request)
         fault = self.sim.faults.on_generation_request()
         if fault.error:
             return error_json(INJECTED_ERROR, 500, "InternalServerError")
-        prompt = prompt_of(body)
-        if int(body.get("n") or 1) != 1:
+        prompt = prompt_of(body, self.sim)
+        if prompt.sampling.get("n", 1) != 1:
             raise BadRequest("specbench.sim supports n = 1 only")
         stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
-        continuous_usage = bool(opts.get("continuous_usage_stats"))
-        want_spec = bool(body.get("return_spec_tokens_details")) and self.settings.speculative
         model = str(body.get("model") or self.settings.served_model_name)
-        req = self.sim.new_request(
-            prompt.text,
-            agentic=prompt.agentic,
-            max_new_tokens=opt_int(prompt.max_tokens, "max_tokens"),
-            ignore_eos=bool(body.get("ignore_eos")),
-            min_new_tokens=opt_int(body.get("min_tokens"), "min_tokens") or 0,
-            stream=stream,
-            prompt_tokens=prompt.prompt_tokens,
-        )
+        try:
+            req = self.sim.new_request(
+                prompt.text,
+                agentic=prompt.agentic,
+                sampling=prompt.sampling,
+                stream=stream,
+                prompt_tokens=prompt.prompt_tokens,
+            )
+        except InputTooLong as exc:
+            if not stream:
+                raise
+            return await _refused_stream(request, str(exc), model, chat, include_usage)
         return _Call(
             req=req,
             fault=fault,
@@ -167,8 +198,8 @@ class OpenAIApi:
             created=int(time.time()),
             stream=stream,
             include_usage=include_usage,
-            continuous_usage=continuous_usage,
-            want_spec=want_spec,
+            continuous_usage=bool(opts.get("continuous_usage_stats")),
+            want_spec=bool(body.get("return_spec_tokens_details")),
         )
 
     # ------------------------------------------------------------------ chat
@@ -185,7 +216,7 @@ class OpenAIApi:
                     "index": 0,
                     "message": {
                         "role": "assistant",
-                        "content": filler_text(req.seed, 0, req.completion_tokens),
+                        "content": text_of(req, 0, req.completion_tokens),
                         "reasoning_content": None,
                     },
                     "logprobs": None,
@@ -194,11 +225,9 @@ class OpenAIApi:
                 }
             ],
             "usage": self._usage(req),
-            "metadata": {"weight_version": "default"},
+            "metadata": {"weight_version": "default", "weight_versions": weight_versions(req)},
         }
-        if call.want_spec:
-            out["sglext"] = {"spec_tokens_details": spec_details(req, self.settings)}
-        return out
+        return self._with_sglext(out, call)
 
     def _chat_stream(self, call: _Call) -> _Callbacks:
         req, cache_report = call.req, self.settings.enable_cache_report
@@ -210,20 +239,23 @@ class OpenAIApi:
             payloads = []
             if first:
                 first = False
-                role = '{"role":"assistant","content":"","reasoning_content":null}'
+                role = '{"reasoning_content":null,"role":"assistant","content":""}'
                 payloads.append(head + _chat_choice(role) + "}")
-            if now > sent:
-                usage = (
-                    f',"usage":{_usage_json(req, cache_report)}' if call.continuous_usage else ""
-                )
-                delta = '{"content":' + filler_json(req.seed, sent, now) + "}"
+            text = text_json(req, sent, now)
+            if text != '""':
+                usage = ""
+                if call.continuous_usage:
+                    cached = req.cached_tokens if cache_report else None
+                    usage = f',"usage":{_usage_json(req, now, cached)}'
+                delta = '{"reasoning_content":null,"content":' + text + "}"
                 payloads.append(head + _chat_choice(delta) + usage + "}")
             return payloads
 
         def on_end() -> list[str]:
             reason, matched = _openai_finish(req)
-            finish = head + _chat_choice("{}", dumps(reason), dumps(matched)) + "}"
-            return [finish, *self._trailer(head, call)]
+            delta = '{"reasoning_content":null}'
+            finish = head + _chat_choice(delta, dumps(reason), dumps(matched)) + "}"
+            return [finish, *self._trailer(head, call, exclude_none=False)]
 
         return on_update, on_end
 
@@ -239,20 +271,19 @@ class OpenAIApi:
             "choices": [
                 {
                     "index": 0,
-                    "text": filler_text(req.seed, 0, req.completion_tokens),
+                    "text": text_of(req, 0, req.completion_tokens),
                     "logprobs": None,
                     "finish_reason": reason,
                     "matched_stop": matched,
                 }
             ],
             "usage": self._usage(req),
+            "metadata": {"weight_version": "default", "weight_versions": weight_versions(req)},
         }
-        if call.want_spec:
-            out["sglext"] = {"spec_tokens_details": spec_details(req, self.settings)}
-        return out
+        return self._with_sglext(out, call)
 
     def _completion_stream(self, call: _Call) -> _Callbacks:
-        req, cache_report = call.req, self.settings.enable_cache_report
+        req = call.req
         head = _chunk_head(req.rid, _TEXT_COMPLETION, call.created, call.model)
 
         def on_update(sent: int, now: int, done: bool) -> list[str]:
@@ -260,39 +291,66 @@ class OpenAIApi:
             if done:
                 r, m = _openai_finish(req)
                 reason, matched = dumps(r), dumps(m)
-            usage = _usage_json(req, cache_report) if call.continuous_usage else "null"
+            # SGLang's running usage here never has a cache count.
+            usage = _usage_json(req, now, None) if call.continuous_usage else "null"
             return [
                 head
                 + '"choices":[{"index":0,"text":'
-                + filler_json(req.seed, sent, now)
+                + text_json(req, sent, now)
                 + f',"logprobs":null,"finish_reason":{reason},"matched_stop":{matched}}}],'
                 + f'"usage":{usage}}}'
             ]
 
-        return on_update, lambda: self._trailer(head, call)
+        return on_update, lambda: self._trailer(head, call, exclude_none=True)
 
     # ------------------------------------------------------------------ shared shapes
-    def _trailer(self, head: str, call: _Call) -> list[str]:
-        """The chunks after the last choice, shared by chat and completions streams: the
-        sglext spec-details chunk (when asked for) and the usage chunk (when asked for)."""
+    def _with_sglext(self, out: dict[str, Any], call: _Call) -> dict[str, Any]:
+        details = spec_details(call.req, self.settings) if call.want_spec else None
+        if details is not None:
+            out["sglext"] = {"spec_tokens_details": details}
+        return out
+
+    def _trailer(self, head: str, call: _Call, exclude_none: bool) -> list[str]:
+        """The chunks after the last choice: the sglext spec-details chunk (asked for, and
+        the request had a verify round) and the usage chunk (asked for; completions writes
+        it without null fields)."""
         payloads = []
-        if call.want_spec:
-            details = dumps({"spec_tokens_details": spec_details(call.req, self.settings)})
-            payloads.append(head + '"choices":[],"sglext":' + details + "}")
+        details = spec_details(call.req, self.settings) if call.want_spec else None
+        if details is not None:
+            ext = dumps({"spec_tokens_details": details})
+            payloads.append(head + '"choices":[],"usage":null,"sglext":' + ext + "}")
         if call.include_usage:
-            payloads.append(head + '"choices":[],"usage":' + dumps(self._usage(call.req)) + "}")
+            usage = self._usage(call.req)
+            if exclude_none:
+                usage = {k: v for k, v in usage.items() if v is not None}
+            payloads.append(head + '"choices":[],"usage":' + dumps(usage) + "}")
         return payloads
 
     def _usage(self, req: SimRequest) -> dict[str, Any]:
-        cache_report = self.settings.enable_cache_report
-        return {
-            "prompt_tokens": req.prompt_tokens,
-            "total_tokens": req.prompt_tokens + req.completion_tokens,
-            "completion_tokens": req.completion_tokens,
-            # SGLang fills prompt_tokens_details only with --enable-cache-report.
-            "prompt_tokens_details": {"cached_tokens": req.cached_tokens} if cache_report else None,
-            "reasoning_tokens": 0,
-        }
+        # SGLang fills prompt_tokens_details only with --enable-cache-report.
+        cached = req.cached_tokens if self.settings.enable_cache_report else None
+        return usage_info(req.prompt_tokens, req.completion_tokens, cached)
+
+
+async def _refused_stream(
+    request: web.Request, message: str, model: str, chat: bool, include_usage: bool
+) -> web.StreamResponse:
+    """A stream whose input the scheduler refused: SGLang has already answered 200, so the
+    refusal is an error event, then (when asked for) a usage chunk of the aborted request
+    (its input replaced by one token), then `[DONE]`."""
+    error = {"object": "error", "message": message, "type": "BAD_REQUEST", "param": None}
+    payloads = [dumps({"error": {**error, "code": 400}})]
+    if include_usage:
+        head = _chunk_head("", _CHAT_CHUNK if chat else _TEXT_COMPLETION, int(time.time()), model)
+        usage = usage_info(1, 0, None)
+        if not chat:
+            usage = {k: v for k, v in usage.items() if v is not None}
+        payloads.append(head + '"choices":[],"usage":' + dumps(usage) + "}")
+    resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    await resp.prepare(request)
+    await resp.write(sse([*payloads, "[DONE]"]))
+    await resp.write_eof()
+    return resp
 
 
 def _openai_finish(req: SimRequest) -> tuple[str, int | None]:
@@ -308,14 +366,15 @@ def _chat_choice(delta: str, finish: str = "null", matched: str = "null") -> str
     )
 
 
-def _usage_json(req: SimRequest, cache_report: bool) -> str:
-    """SGLang's usage object, formatted directly (it is sent with every chunk under load)."""
-    total = req.prompt_tokens + req.completion_tokens
-    details = f'{{"cached_tokens":{req.cached_tokens}}}' if cache_report else "null"
+def _usage_json(req: SimRequest, completion: int, cached: int | None) -> str:
+    """SGLang's usage object after `completion` output tokens, formatted directly (it is
+    sent with every chunk under load)."""
+    total = req.prompt_tokens + completion
+    details = "null" if cached is None else f'{{"cached_tokens":{cached}}}'
     return (
         f'{{"prompt_tokens":{req.prompt_tokens},"total_tokens":{total},'
-        f'"completion_tokens":{req.completion_tokens},"prompt_tokens_details":{details},'
-        f'"reasoning_tokens":0}}'
+        f'"completion_tokens":{completion},"prompt_tokens_details":{details},'
+        f'"reasoning_tokens":0,"completion_tokens_details":null}}'
     )
 
 

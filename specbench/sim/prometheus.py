@@ -5,6 +5,11 @@ metrics scraper parses them (shared/reference/sglang-0.5.23.md §4). The metrics
 (:data:`METRICS`) of name, type, help and how to read the value from the scheduler; the
 latency histograms are folded in from the scheduler's samples at each scrape.
 
+The load gauges (`num_running_reqs`, `num_queue_reqs`, `token_usage`, `num_retracted_reqs`)
+show what the scheduler last reported, at a prefill or every --decode-log-interval decode
+steps (stats.LoadGauges), as SGLang's do; the retraction counters appear with the first
+retraction, as a prometheus_client counter appears with its first increment.
+
 Simulator extensions: `sglang:sim_running_reqs_seconds_total` (running requests integrated
 over model time: its delta over the delta of `sglang:sim_model_seconds_total` is the mean
 number of running requests), `sglang:sim_model_seconds_total` and
@@ -55,11 +60,16 @@ class Metric:
     value: Callable[[Scheduler], float | dict[bool, int]]
     labels: str = SCHEDULER
     speculative_only: bool = False
+    shown: Callable[[Scheduler], bool] | None = None  # None: always exported
 
 
 def _spec_accept_rate(sch: Scheduler) -> float:
     k, accept = sch.current_steps, sch.decode_log.last_accept_length
     return (accept - 1.0) / k if k > 0 and accept else 0.0
+
+
+def _retracted_any(sch: Scheduler) -> bool:
+    return sch.counters.retracted_requests > 0
 
 
 def _cache_hit_rate(sch: Scheduler) -> float:
@@ -72,13 +82,13 @@ METRICS: tuple[Metric, ...] = (
         "sglang:num_running_reqs",
         "gauge",
         "The number of running requests.",
-        lambda s: s.num_running,
+        lambda s: s.gauges.running,
     ),
     Metric(
         "sglang:num_queue_reqs",
         "gauge",
         "The number of requests in the waiting queue.",
-        lambda s: s.num_queued,
+        lambda s: s.gauges.queued,
     ),
     Metric(
         "sglang:gen_throughput",
@@ -86,7 +96,34 @@ METRICS: tuple[Metric, ...] = (
         "The generation throughput (token/s).",
         lambda s: s.decode_log.last_gen_throughput,
     ),
-    Metric("sglang:token_usage", "gauge", "The token usage.", lambda s: s.kv_usage),
+    Metric("sglang:token_usage", "gauge", "The token usage.", lambda s: s.gauges.token_usage),
+    Metric(
+        "sglang:num_retracted_reqs",
+        "gauge",
+        "The number of retracted requests.",
+        lambda s: s.gauges.retracted,
+    ),
+    Metric(
+        "sglang:num_retracted_requests_total",
+        "counter",
+        "Total number of retracted requests.",
+        lambda s: s.counters.retracted_requests,
+        shown=_retracted_any,
+    ),
+    Metric(
+        "sglang:num_retracted_input_tokens_total",
+        "counter",
+        "Total number of retracted input tokens.",
+        lambda s: s.counters.retracted_input_tokens,
+        shown=_retracted_any,
+    ),
+    Metric(
+        "sglang:num_retracted_output_tokens_total",
+        "counter",
+        "Total number of retracted output tokens.",
+        lambda s: s.counters.retracted_output_tokens,
+        shown=_retracted_any,
+    ),
     Metric("sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", _cache_hit_rate),
     Metric(
         "sglang:max_total_num_tokens",
@@ -216,6 +253,8 @@ class PrometheusExporter:
         lines: list[str] = []
         for metric in METRICS:
             if metric.speculative_only and not self.settings.speculative:
+                continue
+            if metric.shown is not None and not metric.shown(self.scheduler):
                 continue
             lines.append(f"# HELP {metric.name} {metric.help}")
             lines.append(f"# TYPE {metric.name} {metric.kind}")

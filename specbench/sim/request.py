@@ -36,14 +36,17 @@ class SimRequest:
         "finish_real_s",
         "finished",
         "first_token_real_s",
+        "ignore_eos",
         "is_streaming",
         "kv_private",
+        "last_step_from",
         "locked_keys",
         "log_alpha",
         "max_new_tokens",
         "prefill_done",
         "prompt_tokens",
         "reserved",
+        "retractions",
         "rid",
         "rng",
         "seed",
@@ -75,6 +78,7 @@ class SimRequest:
         self.kv_private = 0  # KV tokens this request holds outside the cache
         self.reserved = False  # KV space reserved (at admission) and not yet released
         self.max_new_tokens = max(0, max_new_tokens)
+        self.ignore_eos = ignore_eos
         natural = max(traits.natural_output_tokens, min_new_tokens)
         if ignore_eos or natural >= self.max_new_tokens:
             self.target_tokens, self.finish_kind = self.max_new_tokens, "length"
@@ -98,7 +102,21 @@ class SimRequest:
         self.drafts_hist: list[int] = []
         self.finished = False
         self.cancelled = False
+        self.retractions = 0  # times the scheduler took it back to the queue (KV pool full)
+        self.last_step_from = 0  # output tokens before the forward that finished it
         self.event = asyncio.Event()
+
+    @property
+    def prefill_len(self) -> int:
+        """Tokens its next prefill covers: the prompt, plus the output so far when it was
+        retracted (SGLang recomputes both when it resumes a request)."""
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def text_end(self) -> int:
+        """Output tokens that carry text: all of them, except a final EOS token, which the
+        detokenizer trims (SGLang still counts it in completion_tokens)."""
+        return self.target_tokens - 1 if self.finish_kind == "stop" else self.target_tokens
 
     @property
     def finish_reason(self) -> dict[str, Any] | None:

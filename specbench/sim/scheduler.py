@@ -3,7 +3,9 @@
 The scheduler does what SGLang's does at the level a throughput benchmark can see:
 
 * a FIFO queue; at most R requests running (R = resolved --max-running-requests, optionally
-  capped lower by --sim-cap-running) and no more KV than the pool holds;
+  capped lower by --sim-cap-running) and no more KV than the pool holds (--max-total-tokens
+  caps the pool); SGLang's admission reserve and decode retraction decide who waits when
+  the pool is short (kvpool.py);
 * a prefix (radix) cache, on unless --disable-radix-cache: a new request prefills only the
   part of its prompt not already cached (prefixcache.py); cached blocks share the KV pool with
   running requests and are evicted least recently used when the pool needs room;
@@ -34,13 +36,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from specbench.sim import kvpool
 from specbench.sim.adaptive import AdaptiveRouter
 from specbench.sim.args import ServerSettings
 from specbench.sim.costmodel import Profile, decode_step, prefill_step
 from specbench.sim.groundtruth import GroundTruth, GroundTruthRecord
-from specbench.sim.prefixcache import BLOCK_TOKENS, PrefixCache
+from specbench.sim.prefixcache import PrefixCache
 from specbench.sim.request import SimRequest
-from specbench.sim.stats import Counters, DecodeLogWindow, LagStats
+from specbench.sim.stats import Counters, DecodeLogWindow, LagStats, LoadGauges
 
 LogFn = Callable[[str, str], None]
 _NO_PREFILL_LIMIT = 1 << 30  # --chunked-prefill-size <= 0: one extend takes any prompt
@@ -60,7 +63,7 @@ class _Forward:
     cached_tokens: int = 0  # prefill: prompt tokens of newly admitted requests found cached
 
 
-class Scheduler:
+class Scheduler(kvpool.PoolAccounting):
     """Runs the model; HTTP handlers `submit` requests and wait on their events."""
 
     def __init__(self, settings: ServerSettings, profile: Profile, log: LogFn) -> None:
@@ -77,9 +80,16 @@ class Scheduler:
         kv_bytes = profile.target_attention.kv_bytes_per_token
         if self.speculative:
             kv_bytes += profile.draft_attention.kv_bytes_per_token
-        self.kv_capacity_tokens = profile.memory.kv_capacity_tokens(
-            kv_bytes, with_draft=self.speculative, mem_fraction_static=settings.mem_fraction_static
+        self.kv_capacity_tokens = self._pool_size(
+            profile.memory.kv_capacity_tokens(
+                kv_bytes,
+                with_draft=self.speculative,
+                mem_fraction_static=settings.mem_fraction_static,
+            )
         )
+        # SGLang's longest request (input + output) and longest input.
+        self.max_req_len = min(settings.context_length - 1, self.kv_capacity_tokens - 1)
+        self.max_req_input_len = self.max_req_len - 5
         self.time_scale = settings.sim_time_scale
         chunk = settings.chunked_prefill_size
         self.prefill_budget = chunk if chunk > 0 else _NO_PREFILL_LIMIT
@@ -100,6 +110,9 @@ class Scheduler:
         self.anchor_model_s = 0.0
         self.model_now_s = 0.0
 
+        self.ratio = kvpool.NewTokenRatio()
+        self.gauges = LoadGauges()
+        self._last_retraction = 0  # requests in the latest retraction not yet reported
         self.counters = Counters()
         self.lag = LagStats()
         self.decode_log = DecodeLogWindow(settings.decode_log_interval)
@@ -121,14 +134,6 @@ class Scheduler:
 
     # ----------------------------------------------------------------- handler side
     @property
-    def num_running(self) -> int:
-        return len(self.prefilling) + len(self.decoding)
-
-    @property
-    def num_queued(self) -> int:
-        return len(self.queue)
-
-    @property
     def idle(self) -> bool:
         return not (self.queue or self.prefilling or self.decoding)
 
@@ -147,16 +152,6 @@ class Scheduler:
         if self.idle:
             return self.anchor_model_s + (time.monotonic() - self.anchor_real_s) * self.time_scale
         return self.model_now_s
-
-    @property
-    def kv_tokens_in_use(self) -> int:
-        return self.used_tokens + self.cache.size_tokens
-
-    @property
-    def kv_usage(self) -> float:
-        """Fraction of the KV pool in use (SGLang's "token usage")."""
-        cap = self.kv_capacity_tokens
-        return self.kv_tokens_in_use / cap if cap else 0.0
 
     def flush_cache(self) -> None:
         """/flush_cache on an idle server: the prefix cache empties (nothing holds a block)."""
@@ -189,6 +184,7 @@ class Scheduler:
         while not self._stopping:
             fwd = self._plan()
             if fwd is None:
+                self._on_idle()
                 self._wake.clear()
                 await self._wake.wait()
                 now = time.monotonic()
@@ -224,39 +220,6 @@ class Scheduler:
             return False
         head = self.queue[0]
         return head.reserved or self._reserve(head)
-
-    def _reserve(self, req: SimRequest) -> bool:
-        """Reserve KV for the head of the queue: lock its cached prefix, evict LRU blocks if
-        the uncached rest does not fit. FIFO: the head waits for KV space (unless nothing
-        runs, so nothing would free any)."""
-        cache = self.cache
-        matched = cache.match(req.block_keys)
-        # SGLang always computes the last prompt token (its logits give the first output).
-        cached = min(matched * BLOCK_TOKENS, req.prompt_tokens - 1)
-        need = req.prompt_tokens - cached
-        keys = req.block_keys[:matched]
-        cache.lock(keys)
-        free = self.kv_capacity_tokens - self.used_tokens - cache.size_tokens
-        if need > free and need <= free + cache.evictable_tokens:
-            free += cache.evict(need - free)
-        if need > free and self.num_running > 0:
-            cache.unlock(keys)
-            return False
-        req.locked_keys = keys
-        req.cached_tokens = cached
-        req.prefill_done = cached
-        req.kv_private = need
-        req.reserved = True
-        self.used_tokens += need
-        cache.hit_tokens += cached
-        cache.query_tokens += req.prompt_tokens
-        return True
-
-    def _trim_cache(self) -> None:
-        """Decode grew the running requests' KV: evict unlocked blocks to stay in the pool."""
-        over = self.kv_tokens_in_use - self.kv_capacity_tokens
-        if over > 0:
-            self.cache.evict(over)
 
     def _drop_cancelled(self) -> None:
         now = time.monotonic()
@@ -295,7 +258,7 @@ class Scheduler:
         def take(req: SimRequest) -> None:
             nonlocal budget
             # Only the uncached rest is computed; attention still reads the cached prefix.
-            n = min(req.prompt_tokens - req.prefill_done, budget)
+            n = min(req.prefill_len - req.prefill_done, budget)
             reqs.append(req)
             chunks.append(n)
             cost_chunks.append((n, req.prefill_done))
@@ -322,13 +285,19 @@ class Scheduler:
             cached_tokens=new_cached,
         )
 
+    def _steps_for(self, bs: int) -> int:
+        if not self.speculative:
+            return 0
+        return self.router.steps_for(bs) if self.router else self.static_steps
+
     def _plan_decode(self) -> _Forward:
+        self._fit_decode()
         batch = list(self.decoding)
         bs = len(batch)
         kv_tokens = sum(r.prompt_tokens + r.completion_tokens for r in batch)
         steps = 0
         if self.speculative:
-            steps = self.router.steps_for(bs) if self.router else self.static_steps
+            steps = self._steps_for(bs)
             if steps != self.current_steps and self.router is not None:
                 self.log(
                     "info",
@@ -369,22 +338,25 @@ class Scheduler:
             if req.cancelled:
                 continue
             req.prefill_done += n
-            if req.prefill_done >= req.prompt_tokens:
+            if req.prefill_done >= req.prefill_len:
                 done.append(req)
         for req in done:
             self.prefilling.remove(req)
             self._insert_prompt(req)
-            req.first_token_real_s = end_real_s
+            if req.first_token_real_s is None:
+                req.first_token_real_s = end_real_s
             if req.target_tokens <= 0:
                 self._finish(req, end_real_s)
                 self._release(req)
                 continue
-            # The extend forward samples the first output token.
-            req.completion_tokens = 1
+            # The extend forward samples the next output token (the first, unless the request
+            # was retracted and is resuming).
+            req.completion_tokens += 1
             req.kv_private += 1
             self.used_tokens += 1
             emitted += 1
-            if req.target_tokens <= 1:
+            if req.completion_tokens >= req.target_tokens:
+                req.last_step_from = req.completion_tokens - 1
                 self._release(req)
                 self._finish(req, end_real_s)
             else:
@@ -392,6 +364,7 @@ class Scheduler:
                 if req.is_streaming:  # others only need to hear about the finish
                     req.event.set()
         self._log_prefill(fwd)
+        self._report_gauges(fwd.decoding_before)
         return emitted
 
     def _commit_decode(self, fwd: _Forward, end_real_s: float) -> int:
@@ -418,6 +391,7 @@ class Scheduler:
             req.kv_private += add
             emitted += add
             if add >= remaining:
+                req.last_step_from = req.completion_tokens - add
                 finished.append(req)
             elif req.is_streaming:
                 req.event.set()
@@ -435,6 +409,7 @@ class Scheduler:
             self._adapt(len(fwd.requests), accepted_total / n_live)
         if self.decode_log.add(emitted, n_live):
             self._log_decode(fwd)
+            self._report_gauges(len(fwd.requests))
         return emitted
 
     def _adapt(self, batch_size: int, mean_accepted: float) -> None:
@@ -445,30 +420,6 @@ class Scheduler:
         new = slot.on_verify(mean_accepted)
         if new is not None:
             self.log("info", f"Adaptive spec params updated: slot {slot.config.key} steps -> {new}")
-
-    def _insert_prompt(self, req: SimRequest) -> None:
-        """After its prefill, a request's prompt blocks enter the cache (held while it runs);
-        blocks another request inserted meanwhile are shared, their private copy freed."""
-        if not self.cache.enabled:
-            return
-        new_keys = req.block_keys[len(req.locked_keys) :]
-        if not new_keys:
-            return
-        self.cache.lock(new_keys)
-        req.locked_keys = req.block_keys
-        moved = min(len(new_keys) * BLOCK_TOKENS, req.kv_private)
-        req.kv_private -= moved
-        self.used_tokens -= moved
-
-    def _release(self, req: SimRequest) -> None:
-        """Give back a request's KV: private tokens freed, cached blocks become evictable."""
-        if not req.reserved:
-            return
-        req.reserved = False
-        self.used_tokens -= req.kv_private
-        req.kv_private = 0
-        self.cache.unlock(req.locked_keys)
-        req.locked_keys = ()
 
     def _finish(self, req: SimRequest, now: float) -> None:
         if req.finished:

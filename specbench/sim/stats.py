@@ -6,7 +6,10 @@
   a forward's tokens (`sim_lag`, `sim_stream_delay` in `/server_info`): large values mean the
   simulator, not the client under test, was the bottleneck;
 * :class:`DecodeLogWindow`: the window behind SGLang's periodic "Decode batch" log line, which
-  also sets `gen_throughput` and `spec_accept_length`.
+  also sets `gen_throughput` and `spec_accept_length`;
+* :class:`LoadGauges`: the load gauges of `/metrics` as SGLang last reported them (at a
+  prefill, every --decode-log-interval decode steps, and when the server falls idle), not
+  live values.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ class Counters:
     generation_tokens: dict[bool, int] = field(default_factory=lambda: {True: 0, False: 0})
     verify_calls: int = 0
     num_requests: int = 0
+    # Requests taken back to the queue because the KV pool was full, and their tokens.
+    retracted_requests: int = 0
+    retracted_input_tokens: int = 0
+    retracted_output_tokens: int = 0
+    kv_waits: int = 0  # sim extension: times the head of the queue waited for KV space
     emitted_tokens: int = 0  # sim extension: tokens at emission time (exact, per forward)
     running_seconds: float = 0.0  # sim extension: integral of running requests over model time
     # Since start or the last /flush_cache (SGLang's avg_spec_accept_length).
@@ -106,3 +114,14 @@ class DecodeLogWindow:
         self.tokens = 0
         self.req_steps = 0
         self.model_start_s = model_now_s
+
+
+@dataclass
+class LoadGauges:
+    """What SGLang's scheduler last published for `sglang:num_running_reqs`,
+    `sglang:num_queue_reqs`, `sglang:token_usage` and `sglang:num_retracted_reqs`."""
+
+    running: int = 0
+    queued: int = 0
+    token_usage: float = 0.0  # rounded to 2 decimals, as SGLang does
+    retracted: int = 0  # requests retracted between the two latest reports

@@ -28,7 +28,8 @@ COALESCE_MAX_WAIT_S = 0.05
 CLIENT_GONE = (ConnectionError,)  # aiohttp's ClientConnectionResetError is one
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
-# on_update(sent, now, finished) -> data payloads for the new tokens [sent, now).
+# on_update(sent, now, finished) -> data payloads for the new tokens [sent, now); counts in
+# them are `now`, not the request's (which may be further on).
 OnUpdate = Callable[[int, int, bool], list[str]]
 # on_end() -> payloads after the last token (finish, sglext, usage), before [DONE].
 OnEnd = Callable[[], list[str]]
@@ -78,7 +79,7 @@ async def stream_sse(
             await _next_update(req, scheduler)
             now, done = req.completion_tokens, req.finished
             if now > sent or (done and sent == 0):
-                payloads = on_update(sent, now, done)
+                payloads = _updates(on_update, req, sent, now, done)
                 if fault.breaks_stream_at(now, half):
                     fault.corrupt(payloads, req.rid)
                     if fault.truncate:
@@ -100,6 +101,16 @@ async def stream_sse(
         # The client went away mid-stream: free the slot, as SGLang aborts the request.
         scheduler.cancel(req)
     return resp
+
+
+def _updates(on_update: OnUpdate, req: SimRequest, sent: int, now: int, done: bool) -> list[str]:
+    """The events for tokens [sent, now). The forward that finished the request keeps an
+    event of its own even when a late stream covers earlier forwards too, so that what a
+    last step looks like (only an EOS token, say) does not depend on the stream's timing."""
+    split = req.last_step_from
+    if done and sent < split < now:
+        return on_update(sent, split, False) + on_update(split, now, True)
+    return on_update(sent, now, done)
 
 
 async def _next_update(req: SimRequest, scheduler: Scheduler) -> None:

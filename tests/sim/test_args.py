@@ -292,3 +292,16 @@ def test_sim_flags_validate_their_values() -> None:
     assert proc.returncode == 2 and "--sim-error-rate" in proc.stderr
     proc = run_sim("--model-path", "m", "--sim-profile", "nope")
     assert proc.returncode == 2 and "unknown sim profile 'nope'" in proc.stderr
+
+
+def test_token_counts_and_serving_flags_read_like_sglang() -> None:
+    s = settings("--context-length", "32k", "--max-total-tokens", "1Mi", "--allow-auto-truncate",
+                 "--api-key", "K", "--admin-api-key", "A")  # fmt: skip
+    assert (s.context_length, s.context_length_arg, s.max_total_tokens) == (32000, 32000, 2**20)
+    assert s.allow_auto_truncate and (s.api_key, s.admin_api_key) == ("K", "A")
+    assert "K" not in repr(s) and "A'" not in repr(s)
+    plain = settings()
+    assert plain.context_length_arg is None and plain.context_length == 131072
+    assert plain.api_key is None and not plain.allow_auto_truncate
+    bad = run_sim("--model-path", "m", "--context-length", "1.5Ki")
+    assert bad.returncode == 2 and "Decimals are not allowed with IEC suffixes" in bad.stderr

@@ -156,19 +156,20 @@ def test_chat_stream_exact_sequence_with_spec_details_and_usage(eagle: SimProc) 
         "reasoning_content": None,
     }
     assert "usage" not in role
-    assert content and all(set(c["choices"][0]["delta"]) == {"content"} for c in content)
+    assert content and all(
+        c["choices"][0]["delta"].keys() == {"content", "reasoning_content"} for c in content
+    )
+    assert all(c["choices"][0]["delta"]["reasoning_content"] is None for c in content)
     assert all(c["choices"][0]["finish_reason"] is None for c in content)
     counts = [c["usage"]["completion_tokens"] for c in content]
     assert counts == sorted(counts) and len(set(counts)) == len(counts)
     assert max(b - a for a, b in zip([0, *counts], counts, strict=False)) > 1, (
         "EAGLE-3 chunks carry several tokens"
     )
-    assert finish["choices"][0]["delta"] == {} and finish["choices"][0]["finish_reason"] in (
-        "stop",
-        "length",
-    )
+    assert finish["choices"][0]["delta"] == {"reasoning_content": None}
+    assert finish["choices"][0]["finish_reason"] in ("stop", "length")
     assert "usage" not in finish
-    assert ext["choices"] == [] and "usage" not in ext
+    assert ext["choices"] == [] and ext["usage"] is None
     details = ext["sglext"]["spec_tokens_details"]
     assert set(details) == {
         "spec_accept_rate",
@@ -183,10 +184,14 @@ def test_chat_stream_exact_sequence_with_spec_details_and_usage(eagle: SimProc) 
     }
     assert usage["choices"] == []
     final = usage["usage"]
-    assert final["completion_tokens"] == counts[-1]
+    # SGLang counts the EOS token but sends no chunk for a step that added only it.
+    gap = final["completion_tokens"] - counts[-1]
+    assert gap == 0 or (gap == 1 and finish["choices"][0]["finish_reason"] == "stop")
     assert final["total_tokens"] == final["prompt_tokens"] + final["completion_tokens"]
     assert final["reasoning_tokens"] == 0
-    assert details["spec_accept_length"] == pytest.approx(counts[-1] / details["spec_verify_ct"])
+    assert details["spec_accept_length"] == pytest.approx(
+        final["completion_tokens"] / details["spec_verify_ct"]
+    )
     assert sum(details["spec_correct_drafts_histogram"]) == details["spec_verify_ct"]
     assert details["spec_num_proposed_drafts"] == 3 * details["spec_verify_ct"]
     assert {c["id"] for c in chunks} == {role["id"]}
