@@ -6,7 +6,11 @@ requests, but every command line specbench records or prints goes through :func:
 
 from __future__ import annotations
 
+import re
+
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
+# A secret flag and its value inside one argument (`--server-arg=--api-key K`, `--api-key=K`).
+_INLINE = re.compile(r"(--(?:admin-)?api-key)([ =])(\S+)")
 
 
 def redact(command: list[str]) -> list[str]:
@@ -14,15 +18,12 @@ def redact(command: list[str]) -> list[str]:
     out: list[str] = []
     hide_next = False
     for arg in command:
-        flag = arg.split("=", 1)[0]
         if hide_next:
             out.append("***")
             hide_next = False
         elif arg in SECRET_FLAGS:
             out.append(arg)
             hide_next = True
-        elif flag in SECRET_FLAGS and "=" in arg:
-            out.append(f"{flag}=***")
         else:
-            out.append(arg)
+            out.append(_INLINE.sub(r"\1\2***", arg))
     return out

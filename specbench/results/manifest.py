@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specbench.config import SweepConfig
 from specbench.errors import UserError
+from specbench.redaction import redact
 from specbench.results.store import utc_now, write_json
 
 # 2: typed manifest (servers per configuration, fingerprint); 1 had modes/host/gpu dicts.
@@ -106,7 +107,12 @@ class Manifest(_Record):
     reference_of: str | None = None  # set on a stored CI reference
 
     def save(self, run_dir: Path) -> None:
-        write_json(run_dir / MANIFEST_FILE, self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        # A key passed through --server-arg or --sim-arg is recorded redacted too.
+        for section in ("server", "sim"):
+            extra = data["config"][section]["extra_args"]
+            data["config"][section]["extra_args"] = redact(extra)
+        write_json(run_dir / MANIFEST_FILE, data)
 
     def finish(self, run_dir: Path, status: RunStatus) -> None:
         self.status = status

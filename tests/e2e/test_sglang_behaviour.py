@@ -63,3 +63,59 @@ def test_points_record_a_confirmed_cache_flush(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     points = json.loads((tmp_path / "r" / "manifest.json").read_text())["points"]
     assert points and all(p["cache_flushed"] is True for p in points.values())
+
+
+KEY = "sk-test-7b1e"
+
+
+def _no_key_left(run_dir: Path) -> None:
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.slow
+def test_a_launched_server_with_an_api_key_is_measured_and_flushed(tmp_path: Path) -> None:
+    proc = _cli(
+        ["sweep", "--modes", "baseline", "--prompts", "coding", *FAST, "--port", str(free_port()),
+         "--api-key", KEY, "--results-dir", str(tmp_path), "--run-name", "r"],
+        tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert all(p["cache_flushed"] for p in manifest["points"].values())
+    assert "--api-key" in manifest["servers"]["baseline"]["argv"]
+    _no_key_left(tmp_path / "r")
+    assert KEY not in proc.stdout + proc.stderr
+
+
+def test_a_server_whose_key_was_not_given_stops_with_one_line(tmp_path: Path) -> None:
+    proc = _cli(
+        ["sweep", "--modes", "baseline", "--prompts", "coding", *FAST, "--port", str(free_port()),
+         f"--server-arg=--api-key {KEY}", "--results-dir", str(tmp_path), "--run-name", "r"],
+        tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "HTTP 401" in lines[0] and "--api-key KEY" in lines[0], proc.stderr
+    _no_key_left(tmp_path / "r")
+
+
+@pytest.mark.slow
+def test_attach_with_an_api_key_and_without(tmp_path: Path) -> None:
+    from tests.harness import sim_server
+
+    with sim_server("baseline", tmp_path, sim_args=["--api-key", KEY]) as server:
+        base = ["sweep", "--engine", "attach", "--modes", "baseline", "--prompts", "coding",
+                *FAST, "--attach", f"baseline={server.base_url}", "--results-dir", str(tmp_path)]
+        refused = _cli([*base, "--run-name", "no-key"], tmp_path)
+        measured = _cli([*base, "--run-name", "key", "--api-key", KEY], tmp_path)
+    assert refused.returncode == 2
+    assert [line for line in refused.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {server.base_url}/server_info answered HTTP 401: the server's API key is "
+        "needed; pass the server's --api-key KEY (or set SPECBENCH_API_KEY)"
+    ]
+    assert measured.returncode == 0, measured.stderr[-2000:]
+    points = json.loads((tmp_path / "key" / "manifest.json").read_text())["points"]
+    assert points and all(p["cache_flushed"] for p in points.values())
+    _no_key_left(tmp_path / "key")
