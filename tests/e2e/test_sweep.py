@@ -58,7 +58,8 @@ def test_the_default_sweep_end_to_end(tmp_path: Path, port: int) -> None:
         json.loads(p.read_text()) for p in (run_dir / "servers").glob("dynamic*.adaptive.json")
     ]
     for name, threshold in per_set.items():
-        assert analysis["prompt_sets"][name]["threshold_batch_size"] == threshold
+        # The dynamic server runs at the one-server threshold: where EAGLE-3 meets zero-step.
+        assert analysis["prompt_sets"][name]["one_server"]["threshold_batch_size"] == threshold
         assert analysis["prompt_sets"][name]["applied_threshold"] == threshold
         assert {"candidate_steps": [0]} in [c.get(str(threshold)) for c in configs]
         straddle = {threshold - 1, threshold, threshold + 1} & set(range(1, 65))
