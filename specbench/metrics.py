@@ -20,6 +20,13 @@ proportion to time, never counted whole on one side. Output tok/s is the sum ove
 divided by the window length. Tokens of every request count, whatever its end (ok, cancelled,
 error): they are work the server did inside the window; failures are reported beside it.
 
+**Uncertainty.** ``output_tok_s_se`` is the batch-means standard error of output tok/s: the
+window cut into ``stats.N_SLICES`` equal time slices, tok/s per slice, sd / sqrt(slices)
+(``output_tok_s_slice_lag1`` is the slices' lag-1 autocorrelation, which says whether they are
+close enough to independent for that). The crossover intervals use it. The
+``output_tok_s_ci_low/high`` columns resample requests instead; they describe the spread of
+requests within the window, not run-to-run noise, and only the regression gate reads them.
+
 **Latency.** TTFT, E2E, ITL and TPOT come from requests that finished OK inside the window.
 ITL is token-normalised: a chunk that arrives g after the previous token-bearing chunk with k
 new tokens contributes k samples of g/k (so speculative decoding's multi-token chunks neither
@@ -43,7 +50,7 @@ import pandas as pd
 
 from specbench.load.protocols import ERROR_CLASSES
 from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
-from specbench.stats import bootstrap_rate_ci
+from specbench.stats import batch_means, bootstrap_rate_ci, slice_rates
 
 NAN = float("nan")
 
@@ -336,6 +343,9 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
                            float(sum(r.spec_verify_ct or 0 for r in spec)))
 
     lo, hi = bootstrap_rate_ci(wtok, window_s)
+    slices = batch_means(slice_rates(
+        [(r.chunk_t - start) * time_scale for r in records],
+        [r.chunk_tokens for r in records], window_s))
     return {
         "n_requests": n_requests,
         "n_errors": len(errors),
@@ -360,6 +370,9 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
         **{f"n_errors_{cls}": sum(r.error_class == cls for r in errors) for cls in ERROR_CLASSES},
         "output_tok_s_ci_low": lo,
         "output_tok_s_ci_high": hi,
+        "output_tok_s_se": slices.se,
+        "output_tok_s_slices": slices.n,
+        "output_tok_s_slice_lag1": slices.lag1,
         "window_wall_s": wall_s,
         "time_scale": time_scale,
         "warmup_requests": result.warmup_records,

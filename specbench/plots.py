@@ -1,11 +1,12 @@
-"""Figures of a run: throughput, the EAGLE-3/baseline ratio, acceptance, latency, envelope.
+"""Figures of a run: throughput, ratios, acceptance, latency, efficiency, the tuned schedule.
 
 Every figure is built from the run directory (through :func:`specbench.results.load_run`) and
 the analysis of :mod:`specbench.analysis`, so the notebook, `specbench plot` and the report show
 the same thing. Figures are plain :class:`matplotlib.figure.Figure` objects on an Agg canvas:
 no pyplot, no global state, safe in threads and in tests. Concurrency axes are log2 (the grid
-doubles), each mode keeps one colour everywhere, and each title states what the figure shows
-rather than what is plotted.
+doubles), each configuration keeps one colour everywhere, and each title states what the figure
+shows rather than what is plotted. Any configuration names work (:func:`order`,
+:func:`label`, :func:`short_label`, :func:`color`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import io
 import math
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,36 +22,135 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
+from specbench import configurations
 from specbench.analysis import AnalysisError, current_analysis, point_means
+from specbench.errors import ConfigError
 from specbench.results import Run
 from specbench.results.store import atomic_write
 
-# Colour-blind-safe (Okabe-Ito); the same colour for a mode in every figure.
-MODE_COLORS: dict[str, str] = {"baseline": "#0072B2", "eagle3": "#D55E00", "dynamic": "#009E73"}
-MODE_LABELS: dict[str, str] = {"baseline": "baseline", "eagle3": "EAGLE-3",
-                               "dynamic": "dynamic-disable"}
-MODE_ORDER: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
-# Dynamic is drawn as a wide translucent underlay: where it equals a static mode (its purpose)
-# both stay visible.
-MODE_STYLES: dict[str, dict[str, Any]] = {
-    "baseline": {"lw": 1.5, "zorder": 3}, "eagle3": {"lw": 1.5, "zorder": 3},
-    "dynamic": {"lw": 4.0, "alpha": 0.5, "zorder": 2},
+# Colour-blind-safe (Okabe-Ito); the same colour for a configuration in every figure.
+MODE_COLORS: dict[str, str] = {
+    "baseline": "#0072B2", "eagle3": "#D55E00", "dynamic": "#009E73", "zero-step": "#000000",
+    "sglang-default": "#CC79A7", "tuned": "#E69F00",
 }
-FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope")
+MODE_LABELS: dict[str, str] = {
+    "baseline": "baseline", "eagle3": "EAGLE-3", "dynamic": "dynamic-disable",
+    "zero-step": "zero-step", "sglang-default": "SGLang default", "tuned": "tuned",
+}
+_SHORT: dict[str, str] = {"baseline": "base", "eagle3": "E3", "dynamic": "dyn",
+                          "zero-step": "0-step", "sglang-default": "sgl-def", "tuned": "tuned"}
+# The three configurations every default sweep has, in their order (kept for callers).
+MODE_ORDER: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
+# Switching servers are drawn as wide translucent underlays: where one equals a static curve
+# (its purpose) both stay visible.
+_UNDERLAY = {"lw": 4.0, "alpha": 0.5, "zorder": 2}
+_LINE = {"lw": 1.5, "zorder": 3}
+FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope",
+                                 "schedule")
 _PANEL_W, _PANEL_H = 5.2, 3.8
+_FALLBACK = ("#56B4E9", "#F0E442", "#882255", "#44AA99", "#999933", "#AA4499")
 
 
-def _log2_axis(ax: Axes, levels: list[int]) -> None:
+def _parsed(name: str) -> configurations.ServerConfiguration | None:
+    try:
+        return configurations.parse(name)
+    except ConfigError:
+        return None
+
+
+def order(names: Iterable[str], default_steps: int = 3) -> list[str]:
+    """Configuration names in measuring order (:func:`specbench.configurations.ordered`);
+    names that are no configuration go last, sorted."""
+    names = sorted(set(names))
+    known = [n for n in names if _parsed(n) is not None]
+    return ([c.name for c in configurations.ordered(known, default_steps)]
+            + [n for n in names if n not in known])
+
+
+def label(name: str) -> str:
+    """A configuration's name in a legend: "EAGLE-3 K=2", "dynamic-disable T=40"."""
+    if name in MODE_LABELS:
+        return MODE_LABELS[name]
+    config = _parsed(name)
+    if config is not None and config.kind == "eagle3" and config.steps is not None:
+        return f"EAGLE-3 K={config.steps}"
+    if config is not None and config.threshold is not None:
+        return f"dynamic-disable T={config.threshold}"
+    return name
+
+
+def short_label(name: str) -> str:
+    """A configuration's name in a table column or flag list: "E3 k2", "dyn t40"."""
+    if name in _SHORT:
+        return _SHORT[name]
+    config = _parsed(name)
+    if config is not None and config.kind == "eagle3" and config.steps is not None:
+        return f"E3 k{config.steps}"
+    if config is not None and config.threshold is not None:
+        return f"dyn t{config.threshold}"
+    return name
+
+
+def _shade(hex_color: str, amount: float) -> str:
+    """Toward white for amount > 0, toward black for amount < 0."""
+    rgb = np.asarray(to_rgb(hex_color))
+    target = np.ones(3) if amount > 0 else np.zeros(3)
+    return to_hex(rgb + (target - rgb) * min(abs(amount), 0.8))
+
+
+def color(name: str, default_steps: int = 3) -> str:
+    """One colour per configuration: EAGLE-3 at other K in lighter (fewer steps) or darker
+    (more) shades of EAGLE-3's; unknown names from a fixed list, by name."""
+    if name in MODE_COLORS:
+        return MODE_COLORS[name]
+    config = _parsed(name)
+    if config is not None and config.kind == "eagle3" and config.steps is not None:
+        return _shade(MODE_COLORS["eagle3"], 0.25 * (default_steps - config.steps))
+    if config is not None and config.adaptive == "threshold":
+        return _shade(MODE_COLORS["dynamic"], 0.4)
+    return _FALLBACK[sum(map(ord, name)) % len(_FALLBACK)]
+
+
+def style(name: str) -> dict[str, Any]:
+    config = _parsed(name)
+    if config is not None and config.kind == "dynamic" and name not in ("zero-step",
+                                                                       "sglang-default"):
+        return dict(_UNDERLAY)
+    if name == "zero-step":
+        return {**_LINE, "ls": "--"}
+    if name == "sglang-default":
+        return {**_LINE, "ls": ":", "lw": 2.0}
+    return dict(_LINE)
+
+
+def _steps(run: Run) -> int:
+    return run.manifest.config.server.speculative_num_steps
+
+
+def _modes(run: Run) -> list[str]:
+    return order(run.modes, _steps(run))
+
+
+def _grid(run: Run) -> list[int]:
+    return [int(c) for c in run.manifest.config.concurrency]
+
+
+def _log2_axis(ax: Axes, levels: list[int], grid: Iterable[int] = ()) -> None:
+    """A log2 concurrency axis with a tick at each level that has room; the run's configured
+    levels (`grid`) get theirs first."""
+    preferred = set(grid)
     ax.set_xscale("log", base=2)
     ticks: list[int] = []
-    for c in sorted(set(levels)):
-        # Straddle levels (31, 32, 33) would print on top of each other.
-        if not ticks or c / ticks[-1] >= 1.3:
+    # Straddle levels (31, 32, 33) would print on top of each other, and over the grid's own
+    # levels: grid levels first, then any other level with room around it.
+    for c in sorted(set(levels), key=lambda c: (c not in preferred, c)):
+        if all(max(c, t) / min(c, t) >= 1.3 for t in ticks):
             ticks.append(c)
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("concurrent requests (closed-loop users, log2 scale)")
@@ -80,7 +180,7 @@ def _title(ax: Axes, text: str) -> None:
 
 
 def _curve(means: pd.DataFrame, mode: str, prompt_set: str) -> pd.DataFrame:
-    """One mode's points of one prompt set, in concurrency order."""
+    """One configuration's points of one prompt set, in concurrency order."""
     return means[(means["mode"] == mode) & (means["prompt_set"] == prompt_set)].sort_values(
         "concurrency")
 
@@ -90,27 +190,43 @@ def _c_label(value: float) -> str:
     return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}"
 
 
+def _one_server(set_result: dict[str, Any] | None) -> dict[str, Any] | None:
+    one = (set_result or {}).get("one_server")
+    return one if one and one.get("outcome") is not None else None
+
+
 def headline(set_result: dict[str, Any]) -> str:
-    """A few words for one prompt set's outcome."""
+    """A few words for one prompt set's outcome (plain server; one server when measured)."""
     outcome = set_result["outcome"]
     if outcome == "crossover":
-        return f"EAGLE-3 faster below c≈{_c_label(set_result['crossover_concurrency'])}"
-    if outcome == "eagle3_never_wins":
-        return "baseline faster at every level"
-    return "EAGLE-3 faster at every level"
+        text = f"EAGLE-3 faster below c≈{_c_label(set_result['crossover_concurrency'])}"
+    elif outcome == "eagle3_never_wins":
+        text = "baseline faster at every level"
+    else:
+        text = "EAGLE-3 faster at every level"
+    one = _one_server(set_result)
+    if one is not None:
+        text += f", one server stops drafting at T={one['threshold_batch_size']}"
+    return text
 
 
 def _mark_crossover(ax: Axes, set_result: dict[str, Any] | None, *, threshold: bool) -> None:
-    if not set_result or set_result["outcome"] != "crossover":
+    if not set_result:
         return
-    c_star = set_result["crossover_concurrency"]
-    lo, hi = set_result["interval"]
-    ax.axvspan(lo, hi, color="0.5", alpha=0.15, lw=0,
-               label=f"crossover 95% interval {_c_label(lo)}–{_c_label(hi)}")
-    ax.axvline(c_star, color="0.3", lw=1.2, label=f"crossover c*≈{_c_label(c_star)}")
+    if set_result["outcome"] == "crossover":
+        c_star = set_result["crossover_concurrency"]
+        lo, hi = set_result["interval"]
+        ax.axvspan(lo, hi, color="0.5", alpha=0.15, lw=0,
+                   label=f"crossover 95% interval {_c_label(lo)}–{_c_label(hi)}")
+        ax.axvline(c_star, color="0.3", lw=1.2, label=f"crossover c*≈{_c_label(c_star)}")
+    one = _one_server(set_result)
+    if one is not None and one["outcome"] == "crossover":
+        ax.axvline(one["crossover_concurrency"], color="0.3", lw=1.2, ls=":",
+                   label=f"EAGLE-3 = zero-step at c≈{_c_label(one['crossover_concurrency'])}")
     if threshold:
-        t = set_result["threshold_batch_size"]
-        ax.axvline(t, color="black", lw=1.0, ls="-.", label=f"threshold T={t} (batch size)")
+        t = (one or set_result)["threshold_batch_size"]
+        name = "one-server threshold" if one is not None else "threshold"
+        ax.axvline(t, color="black", lw=1.0, ls="-.", label=f"{name} T={t} (batch size)")
 
 
 def _set_result(result: dict[str, Any] | None, prompt_set: str) -> dict[str, Any] | None:
@@ -120,71 +236,85 @@ def _set_result(result: dict[str, Any] | None, prompt_set: str) -> dict[str, Any
     return sets.get(prompt_set)
 
 
+def _legend(ax: Axes, n: int) -> None:
+    ax.legend(fontsize=7 if n > 6 else 8, loc="best", ncol=2 if n > 8 else 1)
+
+
 # ---------------------------------------------------------------------------------------------
-# the five figures
+# the figures
 
 
 def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
-    """(1) Output tok/s vs concurrency per mode, bands, crossover and threshold."""
+    """(1) Output tok/s vs concurrency per configuration, bands, crossovers and threshold."""
     means = point_means(run)
     sets = run.prompt_sets
     heads = [f"{s}: {headline(r)}" for s in sets if (r := _set_result(result, s))]
     title = "Output throughput vs load" + (" — " + "; ".join(heads) if heads else "")
     fig, axes = _panels(1, len(sets), title)
+    k = _steps(run)
     for ax, prompt_set in zip(axes[0], sets, strict=True):
-        for mode in MODE_ORDER:
+        for mode in _modes(run):
             rows = _curve(means, mode, prompt_set)
             if rows.empty:
                 continue
-            color = MODE_COLORS[mode]
-            ax.plot(rows["concurrency"], rows["output_tok_s"], marker="o", ms=4, color=color,
-                    label=MODE_LABELS[mode], **MODE_STYLES[mode])
+            ax.plot(rows["concurrency"], rows["output_tok_s"], marker="o", ms=4,
+                    color=color(mode, k), label=label(mode), **style(mode))
             band = rows[rows["tok_s_band_low"].notna() & rows["tok_s_band_high"].notna()]
             if not band.empty:
                 ax.fill_between(band["concurrency"], band["tok_s_band_low"],
-                                band["tok_s_band_high"], color=color, alpha=0.2, lw=0)
+                                band["tok_s_band_high"], color=color(mode, k), alpha=0.15, lw=0)
         flagged = means[(means["prompt_set"] == prompt_set) & means["flagged"]]
         if not flagged.empty:
             ax.plot(flagged["concurrency"], flagged["output_tok_s"], "x", ms=8, mew=1.5,
                     color="black", zorder=4, label="point with flags (see report)")
-        set_result = _set_result(result, prompt_set)
-        _mark_crossover(ax, set_result, threshold=True)
-        _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist())
+        _mark_crossover(ax, _set_result(result, prompt_set), threshold=True)
+        _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
+                   _grid(run))
         ax.set_ylabel("output tokens/s (all users, in the window)")
         _title(ax, prompt_set)  # the suptitle states each set's finding
-        ax.legend(fontsize=8, loc="upper left")
+        _legend(ax, len(ax.get_lines()))
     return fig
 
 
+def _ratio_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    series = [("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)]
+    one = _one_server(s)
+    if one is not None:
+        series.append(("EAGLE-3 / zero-step", MODE_COLORS["zero-step"], one))
+    return series
+
+
 def ratio_figure(run: Run, result: dict[str, Any]) -> Figure:
-    """(2) r(c) = tok/s(EAGLE-3) / tok/s(baseline) with its band and the 1.0 line."""
+    """(2) EAGLE-3 over the baseline (and over zero-step) with 95% bands and the 1.0 line."""
     sets = list(result["prompt_sets"])
-    fig, axes = _panels(1, len(sets), "EAGLE-3 speed-up over the baseline vs load "
-                        "(below 1.0 the baseline is faster)")
+    fig, axes = _panels(1, len(sets), "EAGLE-3 speed-up vs load: over the baseline (below 1.0 a "
+                        "plain server is faster) and over its zero-step path (below 1.0 one "
+                        "server should stop drafting)")
     for ax, prompt_set in zip(axes[0], sets, strict=True):
         s = result["prompt_sets"][prompt_set]
-        levels = [int(c) for c in s["ratio_by_concurrency"]]
-        ratio = list(s["ratio_by_concurrency"].values())
-        band = np.asarray(list(s["ratio_interval_by_concurrency"].values()), dtype=float)
-        color = MODE_COLORS["eagle3"]
-        ax.plot(levels, ratio, marker="o", ms=4, color=color, label="EAGLE-3 / baseline")
-        ax.fill_between(levels, band[:, 0], band[:, 1], color=color, alpha=0.2, lw=0,
-                        label="95% bootstrap band")
+        for name, col, d in _ratio_series(s):
+            levels = [int(c) for c in d["ratio_by_concurrency"]]
+            band = np.asarray(list(d["ratio_interval_by_concurrency"].values()), dtype=float)
+            ax.plot(levels, list(d["ratio_by_concurrency"].values()), marker="o", ms=4,
+                    color=col, label=name)
+            ax.fill_between(levels, band[:, 0], band[:, 1], color=col, alpha=0.2, lw=0,
+                            label=f"{name}: 95% band")
         ax.axhline(1.0, color="black", lw=1.0, ls="--", label="1.0 (equal throughput)")
         _mark_crossover(ax, s, threshold=False)
-        _log2_axis(ax, levels)
-        ax.set_ylabel("output tok/s ratio, EAGLE-3 / baseline")
-        first, last = ratio[0], ratio[-1]
-        _title(ax, f"{prompt_set}: ×{first:.2f} at c={levels[0]} → ×{last:.2f} at "
-               f"c={levels[-1]}; {headline(s)}")
-        ax.legend(fontsize=8)
+        levels = [int(c) for c in s["ratio_by_concurrency"]]
+        ratio = list(s["ratio_by_concurrency"].values())
+        _log2_axis(ax, levels, _grid(run))
+        ax.set_ylabel("output tok/s ratio")
+        _title(ax, f"{prompt_set}: ×{ratio[0]:.2f} at c={levels[0]} → ×{ratio[-1]:.2f} at "
+               f"c={levels[-1]} over the baseline; {headline(s)}")
+        _legend(ax, len(ax.get_lines()))
     return fig
 
 
 def acceptance_figure(run: Run) -> Figure | None:
-    """(3) Acceptance length (tokens per verify step) vs concurrency for the speculative modes."""
+    """(3) Acceptance length (tokens per verify step) vs concurrency, speculative servers."""
     means = point_means(run)
-    spec = means[means["mode"].isin(("eagle3", "dynamic")) & means["accept_length"].notna()]
+    spec = means[(means["mode"] != "baseline") & means["accept_length"].notna()]
     if spec.empty:
         return None
     sets = run.prompt_sets
@@ -197,17 +327,19 @@ def acceptance_figure(run: Run) -> Figure | None:
     title = "EAGLE-3 acceptance length from lowest to highest load: " + (
         ", ".join(changes) if changes else "one level measured")
     fig, axes = _panels(1, len(sets), title)
+    k = _steps(run)
     for ax, prompt_set in zip(axes[0], sets, strict=True):
-        for mode in ("eagle3", "dynamic"):
+        for mode in _modes(run):
             rows = _curve(spec, mode, prompt_set)
             if not rows.empty:
                 ax.plot(rows["concurrency"], rows["accept_length"], marker="o", ms=4,
-                        color=MODE_COLORS[mode], label=MODE_LABELS[mode], **MODE_STYLES[mode])
-        _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist())
+                        color=color(mode, k), label=label(mode), **style(mode))
+        _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
+                   _grid(run))
         ax.set_ylabel("accept length (tokens per verify step)")
         ax.set_ylim(bottom=0)
         _title(ax, prompt_set)
-        ax.legend(fontsize=8)
+        _legend(ax, len(ax.get_lines()))
     return fig
 
 
@@ -225,7 +357,7 @@ def _latency_change(means: pd.DataFrame, prompt_set: str, column: str) -> str | 
 
 
 def latency_figure(run: Run) -> Figure:
-    """(4) TTFT and ITL, p50 (solid) and p99 (dashed), per mode."""
+    """(4) TTFT and ITL, p50 (solid) and p99 (dashed), per configuration."""
     means = point_means(run)
     sets = run.prompt_sets
     changes = [f"{s} {c}" for s in sets if (c := _latency_change(means, s, "itl_ms_p50"))]
@@ -234,67 +366,124 @@ def latency_figure(run: Run) -> Figure:
     fig, axes = _panels(2, len(sets), title)
     metrics = (("ttft_ms", "time to first token (ms)"),
                ("itl_ms", "inter-token latency, per token (ms)"))
+    k = _steps(run)
     for col, prompt_set in enumerate(sets):
-        for row, (prefix, label) in enumerate(metrics):
+        for row, (prefix, text) in enumerate(metrics):
             ax = axes[row, col]
-            for mode in MODE_ORDER:
+            for mode in _modes(run):
                 rows = _curve(means, mode, prompt_set)
                 if rows.empty:
                     continue
-                for pct, style in (("p50", "-"), ("p99", "--")):
-                    ax.plot(rows["concurrency"], rows[f"{prefix}_{pct}"], ls=style, marker="o",
-                            ms=3, color=MODE_COLORS[mode], label=f"{MODE_LABELS[mode]} {pct}",
-                            **MODE_STYLES[mode])
-            _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist())
+                for pct, ls in (("p50", "-"), ("p99", "--")):
+                    ax.plot(rows["concurrency"], rows[f"{prefix}_{pct}"], marker="o", ms=3,
+                            color=color(mode, k), label=f"{label(mode)} {pct}",
+                            **{**style(mode), "ls": ls})
+            _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
+                   _grid(run))
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
             ax.yaxis.set_minor_formatter(FuncFormatter(_sparse_log_label))
-            ax.set_ylabel(label)
-            _title(ax, f"{prompt_set}: {label.split(' (')[0]}")
-            ax.legend(fontsize=7, ncol=2)
+            ax.set_ylabel(text)
+            _title(ax, f"{prompt_set}: {text.split(' (')[0]}")
+            ax.legend(fontsize=6 if len(ax.get_lines()) > 8 else 7, ncol=2)
     return fig
 
 
+def _efficiency_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, float], list[int]]]:
+    """(legend, colour, E by level, interpolated levels) of every switching server measured."""
+    series = []
+    one = s.get("one_server") or {}
+    if one.get("efficiency"):
+        series.append(("one threshold: dynamic / max(EAGLE-3, zero-step)", MODE_COLORS["dynamic"],
+                       one["efficiency"], one.get("efficiency_interpolated", [])))
+    elif s.get("envelope_efficiency"):
+        series.append(("dynamic / max(baseline, EAGLE-3)", MODE_COLORS["dynamic"],
+                       s["envelope_efficiency"], s.get("envelope_interpolated", [])))
+    schedule = s.get("schedule") or {}
+    if schedule.get("efficiency"):
+        series.append(("schedule: tuned / max(each K, zero-step)", MODE_COLORS["tuned"],
+                       schedule["efficiency"], schedule.get("efficiency_interpolated", [])))
+    return series
+
+
+def _efficiency_title(result: dict[str, Any], sets: list[str]) -> str:
+    worst = min((min(eff.values()), name, min(eff, key=eff.get), legend.split(":")[0])  # type: ignore[arg-type]
+                for name in sets
+                for legend, _, eff, _ in _efficiency_series(result["prompt_sets"][name]))
+    value, name, c, who = worst
+    if value >= 0.95:
+        return (f"Switching servers keep ≥95% of the better static mode at every level "
+                f"(lowest {value:.2f} at c={c}, {name}, {who})")
+    return f"{who} falls to {value:.2f} of the better static mode at c={c} ({name})"
+
+
 def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
-    """(5) E(c) = dynamic / max(baseline, EAGLE-3): does the switch capture the better mode?"""
-    sets = [s for s, r in result["prompt_sets"].items() if r["envelope_efficiency"]]
+    """(5) Efficiency of the one-threshold server and of the tuned schedule, per level."""
+    sets = [s for s, r in result["prompt_sets"].items() if _efficiency_series(r)]
     if not sets:
         return None
-    worst = min((result["prompt_sets"][s]["envelope_min"], s) for s in sets)
-    worst_c = min(result["prompt_sets"][worst[1]]["envelope_efficiency"].items(),
-                  key=lambda kv: kv[1])[0]
-    if worst[0] >= 0.95:
-        title = (f"Dynamic-disable keeps ≥95% of the better static mode at every level "
-                 f"(lowest {worst[0]:.2f} at c={worst_c}, {worst[1]})")
-    else:
-        title = (f"Dynamic-disable falls to {worst[0]:.2f} of the better static mode at "
-                 f"c={worst_c} ({worst[1]})")
-    threshold = result.get("applied_threshold") or result["recommended_threshold"]
-    fig, axes = _panels(1, len(sets), title)
+    fig, axes = _panels(1, len(sets), _efficiency_title(result, sets))
     for ax, prompt_set in zip(axes[0], sets, strict=True):
         s = result["prompt_sets"][prompt_set]
-        set_threshold = s.get("applied_threshold") or threshold
-        eff = {int(c): e for c, e in s["envelope_efficiency"].items()}
-        interpolated = set(s["envelope_interpolated"])
-        levels = sorted(eff)
-        color = MODE_COLORS["dynamic"]
-        ax.plot(levels, [eff[c] for c in levels], color=color, lw=1.2,
-                label="dynamic / max(baseline, EAGLE-3)")
-        measured = [c for c in levels if c not in interpolated]
-        ax.plot(measured, [eff[c] for c in measured], "o", ms=5, color=color,
-                label="static modes measured here")
-        if interpolated:
-            pts = sorted(interpolated)
-            ax.plot(pts, [eff[c] for c in pts], "o", ms=5, mfc="white", color=color,
-                    label="static modes interpolated")
+        levels: list[int] = []
+        for legend, col, eff, interpolated in _efficiency_series(s):
+            by_c = {int(c): e for c, e in eff.items()}
+            xs = sorted(by_c)
+            levels += xs
+            ax.plot(xs, [by_c[c] for c in xs], "-o", ms=5, color=col, lw=1.2, label=legend)
+            pts = sorted(set(interpolated) & set(xs))
+            if pts:
+                ax.plot(pts, [by_c[c] for c in pts], "o", ms=5, mfc="white", color=col,
+                        label="static curves interpolated")
         ax.axhline(1.0, color="black", lw=1.0, ls="--", label="1.0 (as good as the best)")
         ax.axhline(0.95, color="0.5", lw=0.8, ls=":", label="0.95")
-        ax.axvline(set_threshold, color="black", lw=1.0, ls="-.",
-                   label=f"threshold T={set_threshold} (batch size)")
-        _log2_axis(ax, levels)
-        ax.set_ylabel("envelope efficiency E(c)")
-        _title(ax, f"{prompt_set}: lowest E {s['envelope_min']:.2f}")
-        ax.legend(fontsize=8)
+        one = _one_server(s)
+        t = (one or s).get("applied_threshold") or s.get("applied_threshold") or (
+            one or s)["threshold_batch_size"]
+        ax.axvline(t, color="black", lw=1.0, ls="-.", label=f"threshold T={t} (batch size)")
+        _log2_axis(ax, levels, _grid(run))
+        ax.set_ylabel("efficiency: server / best static curve")
+        lowest = min(min(e.values()) for _, _, e, _ in _efficiency_series(s))
+        _title(ax, f"{prompt_set}: lowest E {lowest:.2f}")
+        _legend(ax, len(ax.get_lines()))
+    return fig
+
+
+def _slots_text(slots: dict[str, int]) -> str:
+    return ", ".join(f"{key}→{k}" for key, k in slots.items())
+
+
+def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
+    """(6) The best K per level and the batch-size slots the tuned server uses."""
+    sets = [s for s, r in result["prompt_sets"].items() if (r.get("schedule") or {}).get("slots")]
+    if not sets:
+        return None
+    shown = "; ".join(f"{s} {_slots_text(result['prompt_sets'][s]['schedule']['slots'])}"
+                      for s in sets)
+    fig, axes = _panels(1, len(sets), f"Tuned steps per batch size (slot → K): {shown}")
+    for ax, prompt_set in zip(axes[0], sets, strict=True):
+        sched = result["prompt_sets"][prompt_set]["schedule"]
+        per_level = {int(c): k for c, k in sched["per_level"].items()}
+        measured = {int(c): k for c, k in sched.get("measured_best", sched["per_level"]).items()}
+        levels = sorted(per_level)
+        ax.plot(levels, [measured[c] for c in levels], "o", ms=7, color=MODE_COLORS["eagle3"],
+                label="best K measured at this concurrency (0 = zero-step)")
+        smoothed = [c for c in levels if per_level[c] != measured[c]]
+        if smoothed:
+            ax.plot(smoothed, [per_level[c] for c in smoothed], "o", ms=7, mfc="white",
+                    color=MODE_COLORS["eagle3"], label="K chosen there (the best within 2%)")
+        keys = [int(k) for k in sched["slots"]]
+        steps = list(sched["slots"].values())
+        right = max(levels[-1], keys[-1]) * 1.3
+        ax.step([*keys, right], [*steps, steps[-1]], where="post", color=MODE_COLORS["tuned"],
+                lw=2.0, label="slots: steps from this batch size on")
+        _log2_axis(ax, levels, _grid(run))
+        ax.set_xlabel("concurrency (points) / batch size (slots), log2 scale")
+        ax.set_ylabel("draft steps K")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(-0.4, max(per_level.values()) + 0.6)
+        _title(ax, f"{prompt_set}: {_slots_text(sched['slots'])}")
+        _legend(ax, 2)
     return fig
 
 
@@ -308,6 +497,7 @@ def figures(run: Run, result: dict[str, Any] | None = None) -> dict[str, Figure]
         "acceptance": lambda: acceptance_figure(run),
         "latency": lambda: latency_figure(run),
         "envelope": lambda: envelope_figure(run, result) if result else None,
+        "schedule": lambda: schedule_figure(run, result) if result else None,
     }
     for name, build in builders.items():
         fig = build()
@@ -333,4 +523,3 @@ def plot_run(
             fig.savefig(image, format=ext, dpi=110, metadata=meta)
             written.append(atomic_write(target / f"{name}.{ext}", image.getvalue()))
     return written
-

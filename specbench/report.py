@@ -1,17 +1,21 @@
 """What a run found, for people: rich tables in the terminal and <run>/report.md.
 
-Both start with the finding (where EAGLE-3 stops paying off and the threshold to use), then
-give per prompt set the table behind it: concurrency vs output tok/s per mode, the
-EAGLE-3/baseline ratio, acceptance length, envelope efficiency of the dynamic-disable server,
-and any flags the measurement raised. report.md adds the figures, acceptance per prompt
-sub-category, and what each flag means. Everything comes from the run directory through
-:func:`specbench.results.load_run` and from :mod:`specbench.analysis`; a run without both
-static modes still gets its tables, only without a crossover.
+Both start with the finding (per prompt set: where one adaptive server should stop drafting,
+and where a separate plain server beats any speculative one), then give per prompt set the
+tables behind it: output tok/s per configuration at each concurrency, and per level the two
+ratios (EAGLE-3 over the baseline and over its zero-step path), the zero-step tax, the
+efficiency of the one-threshold server and of the tuned schedule, the best K, acceptance, and
+any flags the measurement raised. report.md adds the figures, acceptance per prompt
+sub-category, and what each flag means. Any set of configurations works (columns follow
+:func:`specbench.configurations.ordered`, with the short labels of :func:`plots.short_label`),
+and a table that would be wider than 100 columns is split in two. Everything comes from the
+run directory through :func:`specbench.results.load_run` and from :mod:`specbench.analysis`; a
+run without both baseline and eagle3 still gets its tables, only without decisions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,25 +26,36 @@ from rich.panel import Panel
 from rich.table import Table
 
 from specbench.analysis import current_analysis, point_means
+from specbench.analysis.mix import chosen_threshold
 from specbench.metrics import explain_flag
-from specbench.plots import FIGURE_NAMES, MODE_ORDER, plot_run
+from specbench.plots import FIGURE_NAMES, label, order, plot_run, short_label
 from specbench.results import Run, RunDirError
 from specbench.results.store import atomic_write
 from specbench.stats import finite_or_none
 
 REPORT_FILE = "report.md"
-RATIO_HEADER = "ratio"
-TABLE_LEGEND = ("ratio = EAGLE-3 tok/s / baseline tok/s; accept = tokens per verify step; "
-                "E(c) = dynamic / max(baseline, EAGLE-3)")
-# Short mode names keep the tables narrow enough for a terminal.
-_SHORT: dict[str, str] = {"baseline": "baseline", "eagle3": "EAGLE-3", "dynamic": "dynamic"}
-_TINY: dict[str, str] = {"baseline": "base", "eagle3": "E3", "dynamic": "dyn"}
+RATIO_HEADER = "E3/base"
+MAX_WIDTH = 100  # columns: a wider table is split into tok/s and decisions
+# The level columns besides tok/s: (header, what it is).
+_DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
+    (RATIO_HEADER, "EAGLE-3 tok/s / baseline tok/s"),
+    ("E3/0-step", "EAGLE-3 / zero-step (one server drafts where it is >= 1)"),
+    ("tax", "1 - zero-step / baseline"),
+    ("E dyn", "dynamic / max(EAGLE-3, zero-step)"),
+    ("E env", "dynamic / max(baseline, EAGLE-3)"),
+    ("best K", "draft steps with the highest tok/s (0 = zero-step)"),
+    ("E tuned", "tuned / max(each K, zero-step)"),
+    ("tuned/sgl", "tuned / sglang-default"),
+    ("mix loss", "loss at the mix's threshold"),
+    ("accept", "EAGLE-3 tokens per verify step"),
+)
 _FIGURE_CAPTIONS: dict[str, str] = {
-    "throughput": "Output throughput per mode (bands: min-max over repeats, else 95% CI)",
-    "ratio": "EAGLE-3 / baseline throughput ratio with its 95% bootstrap band",
+    "throughput": "Output throughput per configuration (bands: min-max over repeats, else 95%)",
+    "ratio": "EAGLE-3 over the baseline and over its zero-step path, with 95% bands",
     "acceptance": "Acceptance length (tokens per verify step)",
     "latency": "TTFT and inter-token latency, p50 and p99",
-    "envelope": "Envelope efficiency of the dynamic-disable server",
+    "envelope": "Efficiency of the one-threshold server and of the tuned schedule",
+    "schedule": "Best draft steps per level and the tuned batch-size slots",
 }
 
 
@@ -49,38 +64,62 @@ class LevelRow:
     """One line of a per-prompt-set table (None where nothing was measured)."""
 
     concurrency: int
-    tok_s: dict[str, float | None]
-    ratio: float | None
-    accept_length: dict[str, float | None]
-    envelope: float | None
-    flags: dict[str, list[str]]  # flag name -> modes whose point at this level raised it
+    tok_s: dict[str, float | None]  # by configuration
+    values: dict[str, float | None]  # by decision column header
+    flags: dict[str, list[str]]  # flag name -> configurations whose point raised it
+
+    @property
+    def ratio(self) -> float | None:
+        return self.values.get(RATIO_HEADER)
+
+
+def _by_level(mapping: Mapping[str, Any] | None) -> dict[int, float]:
+    return {int(c): float(v) for c, v in (mapping or {}).items() if v is not None}
+
+
+def _level_values(set_result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
+    """Each decision column's values by level, from one set's analysis."""
+    one = set_result.get("one_server") or {}
+    schedule = set_result.get("schedule") or {}
+    has_zero = one.get("outcome") is not None
+    return {
+        RATIO_HEADER: _by_level(set_result.get("ratio_by_concurrency")),
+        "E3/0-step": _by_level(one.get("ratio_by_concurrency")),
+        "tax": _by_level((set_result.get("plain_server") or {}).get("tax")),
+        "E dyn": _by_level(one.get("efficiency")),
+        "E env": {} if has_zero else _by_level(set_result.get("envelope_efficiency")),
+        "best K": _by_level(schedule.get("per_level")),
+        "E tuned": _by_level(schedule.get("efficiency")),
+        "tuned/sgl": _by_level(schedule.get("vs_sglang_default")),
+        "mix loss": _by_level(set_result.get("loss_at_mix_threshold")),
+    }
+
+
+def _point_flags(summary: pd.DataFrame, c: int) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in summary[summary["concurrency"] == c].itertuples():
+        for name in str(r.flags).split(";"):
+            if name.strip() and str(r.mode) not in out.setdefault(name.strip(), []):
+                out[name.strip()].append(str(r.mode))
+    return out
 
 
 def level_rows(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[LevelRow]:
     """The per-level table of one prompt set, shared by the terminal and report.md."""
     means = point_means(run)
     means = means[means["prompt_set"] == prompt_set]
-    set_result = (result or {}).get("prompt_sets", {}).get(prompt_set, {})
-    ratios = set_result.get("ratio_by_concurrency", {})
-    envelope = set_result.get("envelope_efficiency", {})
-    flags = run.summary[run.summary["prompt_set"] == prompt_set]
+    columns = _level_values((result or {}).get("prompt_sets", {}).get(prompt_set, {}))
+    modes = order(means["mode"].unique(), run.manifest.config.server.speculative_num_steps)
+    summary = run.summary[run.summary["prompt_set"] == prompt_set]
     rows = []
     for c in sorted(int(c) for c in means["concurrency"].unique()):
         at_c = means[means["concurrency"] == c].set_index("mode")
-        point_flags: dict[str, list[str]] = {}
-        for r in flags[flags["concurrency"] == c].itertuples():
-            for name in str(r.flags).split(";"):
-                if name.strip() and str(r.mode) not in point_flags.setdefault(name.strip(), []):
-                    point_flags[name.strip()].append(str(r.mode))
+        values = {h: columns[h].get(c) for h in columns}
+        values["accept"] = finite_or_none(at_c["accept_length"].get("eagle3"))
         rows.append(LevelRow(
             concurrency=c,
-            tok_s={m: finite_or_none(at_c["output_tok_s"].get(m)) for m in MODE_ORDER},
-            ratio=finite_or_none(ratios.get(str(c))),
-            accept_length={m: finite_or_none(at_c["accept_length"].get(m))
-                           for m in ("eagle3", "dynamic")},
-            envelope=finite_or_none(envelope.get(str(c))),
-            flags=point_flags,
-        ))
+            tok_s={m: finite_or_none(at_c["output_tok_s"].get(m)) for m in modes},
+            values=values, flags=_point_flags(summary, c)))
     return rows
 
 
@@ -88,62 +127,121 @@ def _fmt(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _flags_cell(row: LevelRow) -> str:
-    # "client_bound (base, E3)": one entry per flag, the modes that raised it in brackets.
+def _flags_cell(row: LevelRow, modes: list[str] | None = None) -> str:
+    # "client_bound (base, E3)": one entry per flag, the configurations that raised it.
+    ranked = modes or order({m for ms in row.flags.values() for m in ms})
     return "; ".join(
-        f"{name} ({', '.join(_TINY[m] for m in sorted(modes, key=MODE_ORDER.index))})"
-        for name, modes in sorted(row.flags.items()))
+        f"{name} ({', '.join(short_label(m) for m in sorted(ms, key=ranked.index))})"
+        for name, ms in sorted(row.flags.items()))
 
 
-def _columns(rows: list[LevelRow]) -> list[tuple[str, Callable[[LevelRow], str]]]:
-    """Header and formatter of each column that has data in these rows."""
+Column = tuple[str, Callable[[LevelRow], str]]
+_FORMATS = {"tax": ".0%", "best K": ".0f", "mix loss": ".1%", "accept": ".2f",
+            RATIO_HEADER: ".2f", "E3/0-step": ".2f"}
 
+
+def _tok_columns(rows: list[LevelRow]) -> list[Column]:
     def tok_s(mode: str) -> Callable[[LevelRow], str]:
         return lambda r: _fmt(r.tok_s[mode], ",.0f")
 
-    def accept(mode: str) -> Callable[[LevelRow], str]:
-        return lambda r: _fmt(r.accept_length[mode], ".2f")
-
-    cols: list[tuple[str, Callable[[LevelRow], str]]] = [("c", lambda r: str(r.concurrency))]
-    cols += [(f"{_SHORT[m]} tok/s", tok_s(m)) for m in MODE_ORDER
-             if any(r.tok_s[m] is not None for r in rows)]
-    if any(r.ratio is not None for r in rows):
-        cols.append((RATIO_HEADER, lambda r: _fmt(r.ratio, ".2f")))
-    cols += [(f"accept {_SHORT[m]}", accept(m)) for m in ("eagle3", "dynamic")
-             if any(r.accept_length[m] is not None for r in rows)]
-    if any(r.envelope is not None for r in rows):
-        cols.append(("E(c)", lambda r: _fmt(r.envelope, ".3f")))
-    cols.append(("flags", _flags_cell))
-    return cols
+    modes = list(rows[0].tok_s) if rows else []
+    return [(short_label(m), tok_s(m)) for m in modes if any(r.tok_s[m] is not None for r in rows)]
 
 
-def _threshold_lines(result: dict[str, Any]) -> list[str]:
-    """Why the recommended threshold is what it is, and what this run's dynamic server used."""
+def _decision_columns(rows: list[LevelRow]) -> list[Column]:
+    def value(header: str) -> Callable[[LevelRow], str]:
+        return lambda r: _fmt(r.values.get(header), _FORMATS.get(header, ".3f"))
+
+    return [(h, value(h)) for h, _ in _DECISION_COLUMNS
+            if any(r.values.get(h) is not None for r in rows)]
+
+
+def _width(columns: list[Column], rows: list[LevelRow], two_line: bool) -> int:
+    """Characters of a markdown (or boxed) row of these columns; `two_line`: headers may wrap
+    at their first space (the terminal's)."""
+    def header(h: str) -> int:
+        return max(len(part) for part in h.split(" ", 1)) if two_line else len(h)
+
+    return 1 + sum(max(header(h), *(len(render(r)) for r in rows)) + 3 for h, render in columns)
+
+
+def table_groups(rows: list[LevelRow], width: int = MAX_WIDTH,
+                 two_line: bool = False) -> list[tuple[str, list[Column]]]:
+    """One table (tok/s and decisions) when it fits in `width` columns, else two."""
+    c_col: Column = ("c", lambda r: str(r.concurrency))
+    tok, decisions = _tok_columns(rows), _decision_columns(rows)
+    if _width([c_col, *tok, *decisions], rows, two_line) <= width or not decisions:
+        return [("output tok/s and decisions", [c_col, *tok, *decisions])]
+    return [("output tok/s", [c_col, *tok]), ("decisions", [c_col, *decisions])]
+
+
+def legend(rows: list[LevelRow]) -> str:
+    """What the columns of these rows mean, in one line."""
+    modes = [m for m in (rows[0].tok_s if rows else {}) if any(r.tok_s[m] for r in rows)]
+    names = [f"{short_label(m)} = {label(m)}" for m in modes if short_label(m) != label(m)]
+    used = {h for h, _ in _decision_columns(rows)}
+    parts = [f"{h} = {text}" for h, text in _DECISION_COLUMNS if h in used]
+    return "; ".join(["tok/s per configuration" + (f" ({', '.join(names)})" if names else ""),
+                      *parts])
+
+
+def _applied_lines(result: dict[str, Any]) -> list[str]:
+    """The thresholds this run's dynamic server used (the finding says what to use)."""
+    sets = result["prompt_sets"]
     lines = []
-    if len(result["prompt_sets"]) > 1:
-        lines.append(f"Threshold rule: {result['combine_rule']}.")
-    used = {name: r.get("applied_threshold") for name, r in result["prompt_sets"].items()}
+    used = {name: r.get("applied_threshold") for name, r in sets.items()}
     if any(t is not None for t in used.values()) and len(set(used.values())) > 1:
         shown = ", ".join(f"T = {t} for {name}" for name, t in used.items() if t is not None)
-        lines.append(
-            f"The dynamic-disable check ran each prompt set with its own threshold: {shown}."
-        )
+        lines.append(f"The dynamic server ran each prompt set with its own threshold: {shown}.")
     else:
         applied = result.get("applied_threshold")
-        if applied is not None and applied != result["recommended_threshold"]:
+        if applied is not None and applied != result.get("recommended_threshold"):
             lines.append(f"The dynamic-disable server in this run used T = {applied}.")
     return lines
+
+
+def _schedule_line(set_result: Mapping[str, Any]) -> str | None:
+    schedule = set_result.get("schedule") or {}
+    if not schedule.get("slots"):
+        return None
+    slots = ", ".join(f"{k}→{v}" for k, v in schedule["slots"].items())
+    text = f"Tuned schedule (batch size → steps): {slots}"
+    if schedule.get("efficiency_min") is not None:
+        text += f"; lowest efficiency {schedule['efficiency_min']:.3f}"
+    if schedule.get("vs_sglang_default_geomean") is not None:
+        text += f"; vs SGLang's default ×{schedule['vs_sglang_default_geomean']:.3f} (geomean)"
+    return text
+
+
+def _notes(set_result: Mapping[str, Any]) -> list[str]:
+    one = set_result.get("one_server") or {}
+    return ([f"plain server: {n}" for n in set_result.get("notes", [])]
+            + [f"one server: {n}" for n in one.get("notes", [])])
 
 
 # ---------------------------------------------------------------------------------------------
 # terminal
 
 
+def _rich_table(title: str, columns: list[Column], rows: list[LevelRow]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for header, _ in columns:
+        table.add_column(header.replace(" ", "\n", 1), justify="right", no_wrap=True)
+    for row in rows:
+        cells = [render(row) for _, render in columns]
+        for i, (header, _) in enumerate(columns):
+            value = row.values.get(header) if header in (RATIO_HEADER, "E3/0-step") else None
+            if value is not None:
+                cells[i] = f"[{'green' if value >= 1.0 else 'red'}]{cells[i]}[/]"
+        table.add_row(*cells)
+    return table
+
+
 def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = None) -> None:
-    """Print the finding, then per prompt set the table of c vs tok/s, ratio, acceptance, E(c)."""
+    """Print the finding, then per prompt set its tables, flags and notes."""
     result = result if result is not None else current_analysis(run)
     if result is not None:
-        body = "\n".join([f"[bold]{result['finding']}[/]", *_threshold_lines(result)])
+        body = "\n".join([f"[bold]{result['finding']}[/]", *_applied_lines(result)])
         console.print(Panel(body, title="specbench finding", expand=False))
     else:
         console.print(Panel("No crossover: the run needs both baseline and eagle3 points.",
@@ -151,28 +249,20 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
     for prompt_set in run.prompt_sets:
         rows = level_rows(run, prompt_set, result)
         set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
-        title = f"{prompt_set}: {set_result['sentence']}" if set_result else prompt_set
-        table = Table(title=title, title_justify="left", caption=TABLE_LEGEND,
-                      caption_justify="left")
-        # Flags go under the table: a column of them would squeeze the numbers in a terminal.
-        columns = [col for col in _columns(rows) if col[0] != "flags"]
-        for header, _ in columns:
-            # Two-line headers ("baseline" over "tok/s") keep the table within 80 columns.
-            table.add_column(header.replace(" ", "\n", 1) if header != "c" else header,
-                             justify="right", no_wrap=True)
-        for row in rows:
-            cells = [render(row) for _, render in columns]
-            if row.ratio is not None:
-                ratio_at = [h for h, _ in columns].index(RATIO_HEADER)
-                style = "green" if row.ratio >= 1.0 else "red"
-                cells[ratio_at] = f"[{style}]{cells[ratio_at]}[/]"
-            table.add_row(*cells)
-        console.print(table)
+        console.print(f"[bold]{prompt_set}[/]" + (f": {set_result['sentence']}"
+                                                   if set_result else ""))
+        for title, columns in table_groups(rows, min(console.width, MAX_WIDTH), two_line=True):
+            console.print(_rich_table(f"{prompt_set}: {title}", columns, rows))
+        console.print(f"  {legend(rows)}", highlight=False)
+        modes = list(rows[0].tok_s) if rows else []
         for row in rows:
             if row.flags:
-                console.print(f"  [yellow]flags at c={row.concurrency}:[/] {_flags_cell(row)}",
-                              highlight=False)
-        for note in (set_result or {}).get("notes", []):
+                console.print(f"  [yellow]flags at c={row.concurrency}:[/] "
+                              f"{_flags_cell(row, modes)}", highlight=False)
+        line = _schedule_line(set_result or {})
+        if line:
+            console.print(f"  {line}", highlight=False)
+        for note in _notes(set_result or {}):
             console.print(f"  [yellow]note:[/] {note}")
 
 
@@ -180,25 +270,86 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
 # report.md
 
 
+_LEFT = ("flags", "category", "prompt set", "outcome", "notes")
+
+
 def _md_table(headers: list[str], rows: list[list[str]]) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
     lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
-             "|" + "|".join("---:" if h not in ("flags", "category", "prompt set", "outcome",
-                                               "notes") else "---" for h in headers) + "|"]
+             "|" + "|".join("---" if h in _LEFT else "---:" for h in headers) + "|"]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
+def _c_star(d: Mapping[str, Any]) -> tuple[str, str]:
+    """(c* cell, interval cell) of one decision."""
+    outcome = d.get("outcome")
+    if outcome is None:
+        return "–", "–"
+    if outcome != "crossover":
+        return ("never wins" if outcome == "eagle3_never_wins" else "always wins"), "–"
+    lo, hi = d["interval"]
+    return f"{d['crossover_concurrency']:.1f}", f"{lo:.1f}–{hi:.1f}"
+
+
+def _pct_span(values: Mapping[str, float] | None) -> str:
+    numbers = list((values or {}).values())
+    if not numbers:
+        return "–"
+    lo, hi = min(numbers), max(numbers)
+    return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}–{hi:.0%}"
+
+
+def _summary_section(result: dict[str, Any]) -> list[str]:
+    headers = ["prompt set", "T", "c* vs 0-step", "95% interval", "c* vs base",
+               "95% interval", "tax", "plain faster"]
+    body = []
+    for name, s in result["prompt_sets"].items():
+        plain = s.get("plain_server") or {}
+        body.append([name, str(chosen_threshold(s)), *_c_star(s.get("one_server") or {}),
+                     *_c_star(s), _pct_span(plain.get("tax")),
+                     _pct_span(plain.get("faster_above"))])
+    notes = [f"- {name}, {note}" for name, s in result["prompt_sets"].items()
+             for note in _notes(s)]
+    return [_md_table(headers, body), "",
+            "T is the one-server threshold (batch size): where EAGLE-3 falls below its own "
+            "zero-step path, mapped to the servers' measured running requests (where EAGLE-3 "
+            "meets the baseline when no zero-step curve was measured). c* vs base is where "
+            "a separate plain server starts to beat any speculative one; tax = 1 - zero-step / "
+            "baseline over the levels; plain faster = baseline over the best speculative "
+            "configuration above c* vs base.", "", *([*notes, ""] if notes else [])]
+
+
+def _set_section(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[str]:
+    set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
+    out = [f"## {prompt_set}", ""]
+    if set_result:
+        out += [set_result["sentence"] + ".", ""]
+        line = _schedule_line(set_result)
+        if line:
+            out += [line + ".", ""]
+    rows = level_rows(run, prompt_set, result)
+    for _title, columns in table_groups(rows):
+        out += [_md_table([h for h, _ in columns],
+                          [[render(r) for _, render in columns] for r in rows]), ""]
+    out += [f"_{legend(rows)}._", ""]
+    modes = list(rows[0].tok_s) if rows else []
+    flagged = [f"- c={r.concurrency}: {_flags_cell(r, modes)}" for r in rows if r.flags]
+    if flagged:
+        out += ["Flags:", "", *flagged, ""]
+    return out
+
+
 def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
-    """Verify-weighted accept length per category and speculative mode, pooled over levels.
+    """Verify-weighted accept length per category and speculative configuration, all levels.
 
     Sum of completion_tokens / sum of spec_verify_ct over requests that finished in the window,
     as the per-point accept length is defined. None when the rows carry no category.
     """
     points = run.summary[(run.summary["prompt_set"] == prompt_set)
-                         & run.summary["mode"].isin(("eagle3", "dynamic"))]
+                         & (run.summary["mode"] != "baseline")]
     frames = []
     needed = ["category", "completion_tokens", "spec_verify_ct"]  # and finished_in_window
     for point in points.to_dict("records"):
@@ -222,8 +373,28 @@ def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
         return None
     sums = rows.groupby(["category", "mode"])[["completion_tokens", "spec_verify_ct"]].sum()
     table = (sums["completion_tokens"] / sums["spec_verify_ct"]).unstack("mode")
+    table = table[order(table.columns)]
     table["requests"] = rows.groupby("category").size()
     return table
+
+
+def _category_section(run: Run) -> list[str]:
+    parts: list[str] = []
+    for prompt_set in run.prompt_sets:
+        table = acceptance_by_category(run, prompt_set)
+        if table is None:
+            continue
+        modes = [m for m in table.columns if m != "requests"]
+        headers = ["category", *(short_label(m) for m in modes), "requests"]
+        body = [[str(cat), *(_fmt(finite_or_none(row[m]), ".2f") for m in modes),
+                 str(int(row["requests"]))] for cat, row in table.iterrows()]
+        parts += [f"### {prompt_set}", "", _md_table(headers, body), ""]
+    if not parts:
+        return []
+    return ["## Acceptance by category", "",
+            "Accept length per speculative configuration, verify-weighted over requests that "
+            "finished in the window, all levels pooled: sum of completion tokens / sum of "
+            "verify steps.", "", *parts]
 
 
 def _flag_advice(name: str) -> str:
@@ -280,34 +451,12 @@ def render_markdown(run: Run, result: dict[str, Any] | None,
     out = [f"# specbench report: {run.path.name}", ""]
     if result is not None:
         out += [f"**Finding.** {result['finding']}", ""]
-        out += [line for text in _threshold_lines(result) for line in (text, "")]
-        out += ["| prompt set | outcome | c* | 95% interval | threshold T | support | notes |"]
-        out += ["|---|---|---:|---:|---:|---:|---|"]
-        for name, s in result["prompt_sets"].items():
-            c_star = _fmt(s["crossover_concurrency"], ".1f")
-            interval = ("–" if s["interval"] is None
-                        else f"{s['interval'][0]:.1f}–{s['interval'][1]:.1f}")
-            notes = "; ".join(s["notes"]).replace("|", "\\|")
-            out.append(f"| {name} | {s['outcome']} | {c_star} | {interval} | "
-                       f"{s['threshold_batch_size']} | {s['outcome_support']:.0%} | {notes} |")
-        out += ["", "c* is where EAGLE-3's output tok/s falls below the baseline's (log-linear "
-                "interpolation between measured levels); T maps it to the server's batch size. "
-                "Support is the share of bootstrap curves with the same outcome.", ""]
+        out += [line for text in _applied_lines(result) for line in (text, "")]
+        out += _summary_section(result)
     else:
         out += ["**Finding.** No crossover: this run lacks baseline or eagle3 points.", ""]
-
     for prompt_set in run.prompt_sets:
-        set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
-        out += [f"## {prompt_set}", ""]
-        if set_result:
-            out += [set_result["sentence"] + ".", ""]
-        rows = level_rows(run, prompt_set, result)
-        columns = _columns(rows)
-        out += [_md_table([h for h, _ in columns],
-                          [[render(r) for _, render in columns] for r in rows]), ""]
-    if run.prompt_sets:
-        out += [f"_{TABLE_LEGEND}._", ""]
-
+        out += _set_section(run, prompt_set, result)
     figures = figure_names if figure_names is not None else []
     if figures or plot_error:
         out += ["## Figures", ""]
@@ -316,22 +465,7 @@ def render_markdown(run: Run, result: dict[str, Any] | None,
         if plot_error:
             out += [f"The figures could not be drawn ({plot_error}); run `specbench plot "
                     f"{run.path}` to retry.", ""]
-
-    category_parts: list[str] = []
-    for prompt_set in run.prompt_sets:
-        table = acceptance_by_category(run, prompt_set)
-        if table is None:
-            continue
-        modes = [m for m in ("eagle3", "dynamic") if m in table.columns]
-        headers = ["category", *(f"accept {_SHORT[m]}" for m in modes), "requests"]
-        body = [[str(cat), *(_fmt(finite_or_none(row[m]), ".2f") for m in modes),
-                 str(int(row["requests"]))] for cat, row in table.iterrows()]
-        category_parts += [f"### {prompt_set}", "", _md_table(headers, body), ""]
-    if category_parts:
-        out += ["## Acceptance by category", "",
-                "Verify-weighted over requests that finished in the window, all levels pooled: "
-                "sum of completion tokens / sum of verify steps.", "", *category_parts]
-
+    out += _category_section(run)
     out += ["## Flags", "", *_flags_section(run), "", "## Run", "", *_run_section(run), ""]
     return "\n".join(out)
 

@@ -9,8 +9,12 @@ levels per curve.
 - :func:`bootstrap_rate_ci`: 95% interval of one point's output tok/s, resampling requests
   (the ``output_tok_s_ci_low/high`` summary columns).
 - :func:`se_from_ci95`: the standard error a 95% interval implies.
-- :func:`draw_curves`: seeded parametric draws of whole throughput curves (the crossover's
-  interval in :mod:`specbench.analysis`).
+- :func:`slice_rates`, :func:`batch_means`: a point's output tok/s per time slice of its window
+  and the standard error of the window's rate from them (the ``output_tok_s_se`` column, the
+  per-point uncertainty the crossover intervals use), with the slices' lag-1 autocorrelation.
+- :func:`ar1_inflation`: how much positively correlated slices widen that standard error.
+- :func:`draw_curves`, :func:`draw_log_ratios`: seeded parametric draws of whole throughput
+  curves and of ratio curves (the crossover's interval in :mod:`specbench.analysis`).
 - :func:`mann_whitney_u`: exact rank test of repeats (the regression gate).
 - :func:`geomean`, :func:`p_below_zero`, :func:`proportion_rise_p`: the gate's group tests.
 
@@ -159,6 +163,87 @@ def bootstrap_rate_ci(
     return float(low), float(high)
 
 
+# Time slices per window for batch means: enough for a standard error (9 degrees of freedom),
+# few enough that a slice (0.8 s of an 8 s window) outlasts the gaps between a stream's chunks.
+N_SLICES = 10
+
+
+def slice_rates(
+    chunk_t: Sequence[np.ndarray], chunk_tokens: Sequence[np.ndarray], window_s: float,
+    n_slices: int = N_SLICES,
+) -> np.ndarray:
+    """Output tok/s of every request together in each of `n_slices` equal slices of (0, window_s].
+
+    `chunk_t` / `chunk_tokens` hold each request's chunk arrival times (seconds from the window
+    start) and cumulative token counts. Tokens between chunks are interpolated linearly, as the
+    window's own count is (:mod:`specbench.metrics`), so the slices add up to the window exactly.
+    """
+    if window_s <= 0 or n_slices < 1:
+        return np.empty(0)
+    edges = np.linspace(0.0, window_s, n_slices + 1)
+    totals = np.zeros(n_slices)
+    for t, k in zip(chunk_t, chunk_tokens, strict=True):
+        t, k = np.asarray(t, dtype=float), np.asarray(k, dtype=float)
+        if len(t):
+            totals += np.diff(np.interp(edges, t, k, left=0.0))
+    return totals / (window_s / n_slices)
+
+
+def lag1_autocorrelation(values: np.ndarray) -> float:
+    """Sample lag-1 autocorrelation; NaN for fewer than 3 values or no spread.
+
+    Biased low by about 1/n for short series (about -0.1 for 10 uncorrelated slices).
+    """
+    x = np.asarray(values, dtype=float)
+    if len(x) < 3:
+        return NAN
+    d = x - x.mean()
+    denom = float((d * d).sum())
+    return float((d[:-1] * d[1:]).sum() / denom) if denom > 0 else NAN
+
+
+@dataclass(frozen=True)
+class BatchMeans:
+    """The batch-means summary of one window's slices."""
+
+    mean: float
+    se: float  # sd of the slice rates / sqrt(n): the standard error of the window's rate
+    lag1: float  # lag-1 autocorrelation of the slices (NaN when undefined)
+    n: int
+
+
+def batch_means(rates: np.ndarray) -> BatchMeans:
+    """Mean, standard error and lag-1 autocorrelation of per-slice rates.
+
+    The standard simulation-output method: a window's mean rate varies run to run about as the
+    mean of k slices would if the slices were independent draws. That holds when a slice is long
+    against the time over which the rate is correlated (requests finishing and new ones starting
+    with other prompts); the lag-1 autocorrelation says whether it does, and
+    :func:`ar1_inflation` widens the error when it does not. NaN se below 2 slices.
+    """
+    x = np.asarray(rates, dtype=float)
+    n = len(x)
+    if n == 0:
+        return BatchMeans(NAN, NAN, NAN, 0)
+    se = float(x.std(ddof=1) / math.sqrt(n)) if n >= 2 else NAN
+    return BatchMeans(float(x.mean()), se, lag1_autocorrelation(x), n)
+
+
+def ar1_inflation(lag1: float, n: int, max_rho: float = 0.9) -> float:
+    """Factor on a batch-means standard error for slices with lag-1 autocorrelation `lag1`.
+
+    For an AR(1) series with coefficient rho, the variance of the mean is about (1 + rho) /
+    (1 - rho) times what independent slices give. `lag1` is a sample estimate from `n`-slice
+    windows, biased low by about (1 + 3 rho) / n (Kendall), so rho = (n lag1 + 1) / (n - 3);
+    rho is clipped to [0, max_rho], so negative correlation never narrows the error. 1.0 for
+    NaN or fewer than 4 slices.
+    """
+    if not math.isfinite(lag1) or n < 4:
+        return 1.0
+    rho = min(max((n * lag1 + 1.0) / (n - 3), 0.0), max_rho)
+    return math.sqrt((1 + rho) / (1 - rho))
+
+
 def se_from_ci95(low: float, high: float) -> float:
     """Standard error implied by a 95% interval (low, high): its width over 2 x 1.96.
 
@@ -189,6 +274,26 @@ def draw_curves(
         noise = rng.standard_t(df, resamples) if df > 0 else rng.standard_normal(resamples)
         cols.append(mean + se * noise)
     return np.clip(np.column_stack(cols), 1e-9, None)
+
+
+def draw_log_ratios(
+    log_ratio: Sequence[float],
+    se_log: Sequence[float],
+    dfs: Sequence[int],
+    rng: np.random.Generator,
+    resamples: int,
+) -> np.ndarray:
+    """Parametric draws of a ratio curve (resamples x levels), drawn on the log scale.
+
+    log r + se x noise at each level, the noise Student t with `df` degrees of freedom when the
+    standard error comes from df + 1 paired repeats, else standard normal. Levels are drawn
+    independently. Returns the ratios (exp of the draws).
+    """
+    cols = []
+    for mean, se, df in zip(log_ratio, se_log, dfs, strict=True):
+        noise = rng.standard_t(df, resamples) if df > 0 else rng.standard_normal(resamples)
+        cols.append(mean + se * noise)
+    return np.exp(np.column_stack(cols))
 
 
 # ---------------------------------------------------------------------------------------------

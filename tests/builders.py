@@ -52,6 +52,7 @@ def write_manifest(
     cfg: SweepConfig,
     hashes: Mapping[str, str | None],
     servers: Mapping[str, ServerRecord] | None = None,
+    tuned: Mapping[str, Mapping[str, int]] | None = None,
 ) -> None:
     """A typed manifest as the sweep writes one; a set whose hash is None goes unrecorded."""
     Manifest(
@@ -65,6 +66,7 @@ def write_manifest(
         prompt_sets={name: PromptSetRecord(path=f"{name}.jsonl", sha256=digest, n_requests=100)
                      for name, digest in hashes.items() if digest is not None},
         servers=dict(servers or {}),
+        tuned={name: dict(slots) for name, slots in (tuned or {}).items()},
         started_at="2026-12-01T00:00:00+00:00",
         status="complete",
     ).save(run_dir)
@@ -119,11 +121,20 @@ def make_run(
     accept_length: float = 3.0,
     flags: Mapping[tuple[str, str, int], str] | None = None,
     threshold: int | None = None,
+    se_rel: float | None = None,
+    slice_lag1: float = -0.1,
+    tuned: Mapping[str, Mapping[str, int]] | None = None,
+    paired_noise: float | None = None,
 ) -> Path:
     """Write <root>/run; a curve maps c to tok/s (or one tok/s per repeat).
 
     ci_rel sets output_tok_s_ci_low/high to ±ci_rel of the value; None leaves the columns out,
-    so a single repeat carries no measure of its noise.
+    so a single repeat carries no measure of its noise. se_rel sets the batch-means standard
+    error (output_tok_s_se, 10 slices with lag-1 autocorrelation slice_lag1; -0.1 is what
+    independent slices give on average). `tuned` is the manifest's tuned schedules per set.
+    paired_noise writes what request pairing needs: request k is prompt k in every
+    configuration, with a duration (send to last token) of that prompt's work over the point's
+    tok/s per user, times 1 + paired_noise x a standard normal of its own.
     """
     run_dir = root / "run"
     rng = np.random.default_rng(7)
@@ -134,7 +145,7 @@ def make_run(
                       threshold=threshold)
     servers = {m: ServerRecord(kind=configurations.parse(m).kind, argv=["--model-path", "m"],
                                url="http://127.0.0.1:30000") for m in modes}
-    write_manifest(run_dir, cfg, {s: f"sha-{s}" for s in sets}, servers)
+    write_manifest(run_dir, cfg, {s: f"sha-{s}" for s in sets}, servers, tuned)
     for (mode, prompt_set), curve in curves.items():
         for c, values in curve.items():
             per_repeat = [values] if isinstance(values, (int, float)) else list(values)
@@ -148,8 +159,18 @@ def make_run(
                 accept = np.where(category == "a", accept_length, accept_length - 1.0)
                 t_send_s = np.linspace(-1.0, window_s - 2.0, n_requests)
                 t_end_s = t_send_s + 1.0
+                ids: list[Any] = [f"r{i}" for i in range(n_requests)]
+                extra: dict[str, Any] = {}
+                if paired_noise is not None:
+                    work = np.random.default_rng(c).uniform(0.5, 1.5, n_requests)
+                    noise = 1 + paired_noise * rng.standard_normal(n_requests)
+                    t_end_s = t_send_s + work * 100.0 / (tok_s / c) * np.maximum(noise, 0.1)
+                    t_end_s = np.minimum(t_end_s, window_s)
+                    ids = list(range(n_requests))
+                    extra["prompt_id"] = [f"p{i}" for i in range(n_requests)]
                 requests = pd.DataFrame({
-                    "request_id": [f"r{i}" for i in range(n_requests)],
+                    "request_id": ids,
+                    **extra,
                     "category": category,
                     "status": "ok",
                     "t_send_s": t_send_s,
@@ -174,6 +195,9 @@ def make_run(
                 if ci_rel is not None:
                     summary["output_tok_s_ci_low"] = tok_s * (1 - ci_rel)
                     summary["output_tok_s_ci_high"] = tok_s * (1 + ci_rel)
+                if se_rel is not None:
+                    summary.update(output_tok_s_se=tok_s * se_rel, output_tok_s_slices=10,
+                                   output_tok_s_slice_lag1=slice_lag1)
                 write_point(run_dir, PointKey(mode, prompt_set, c, repeat), requests, summary)
     rebuild_summary(run_dir)
     return run_dir
@@ -181,11 +205,50 @@ def make_run(
 
 def static_curves(
     ratio: Callable[[float], float], prompt_set: str = "coding", levels: Sequence[int] = GRID,
+    zero_step: float | None = None,
 ) -> dict[tuple[str, str], dict[int, float]]:
-    return {
+    """Baseline and EAGLE-3 (baseline x ratio); with `zero_step`, a zero-step curve at that
+    fraction of the baseline (0.88: a 12% tax)."""
+    curves = {
         ("baseline", prompt_set): {c: baseline_curve(c) for c in levels},
         ("eagle3", prompt_set): {c: baseline_curve(c) * ratio(c) for c in levels},
     }
+    if zero_step is not None:
+        curves[("zero-step", prompt_set)] = {c: baseline_curve(c) * zero_step for c in levels}
+    return curves
+
+
+# Speed-up over the baseline per K at c = 1, falling by `slope` per doubling of c: more steps
+# win at low load and lose faster under load (so the best K moves 5 -> 3 -> 1 -> 0 with c).
+# Best K: 5 at c <= 4, 3 at 8-16, 2 at 64, zero-step at 128 (crossings near c = 7.2, 32, 104).
+K_CURVES: dict[int, tuple[float, float]] = {1: (1.3, 0.065), 2: (1.55, 0.1), 3: (1.8, 0.15),
+                                            5: (2.0, 0.22)}
+ZERO_STEP_FRACTION = 0.88
+
+
+def k_speedup(k: int, c: float) -> float:
+    """EAGLE-3 at K over the baseline at c (zero-step for K = 0)."""
+    if k == 0:
+        return ZERO_STEP_FRACTION
+    at_1, slope = K_CURVES[k]
+    return at_1 - slope * math.log2(c)
+
+
+def tune_curves(
+    prompt_set: str = "coding", levels: Sequence[int] = GRID, *, tuned: float | None = None,
+    sglang_default: float | None = None,
+) -> dict[tuple[str, str], dict[int, float]]:
+    """The static curves `specbench tune` measures (baseline, K = 1, 2, 3, 5, zero-step); with
+    `tuned` / `sglang_default`, those servers at that fraction of the best static curve."""
+    names = {1: "eagle3-k1", 2: "eagle3-k2", 3: "eagle3", 5: "eagle3-k5", 0: "zero-step"}
+    curves = {("baseline", prompt_set): {c: baseline_curve(c) for c in levels}}
+    for k, name in names.items():
+        curves[(name, prompt_set)] = {c: baseline_curve(c) * k_speedup(k, c) for c in levels}
+    best = {c: baseline_curve(c) * max(k_speedup(k, c) for k in names) for c in levels}
+    for name, fraction in (("tuned", tuned), ("sglang-default", sglang_default)):
+        if fraction is not None:
+            curves[(name, prompt_set)] = {c: best[c] * fraction for c in levels}
+    return curves
 
 
 # ---------------------------------------------------------------------------------------------

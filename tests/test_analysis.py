@@ -8,9 +8,11 @@ measured run.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +28,7 @@ from tests.builders import (
     make_run,
     ratio_crossing_at,
     static_curves,
+    tune_curves,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -162,7 +165,8 @@ def test_repeats_give_a_t_interval_that_narrows_with_agreement(tmp_path: Path) -
     loose = analyze(load_run(make_run(tmp_path / "b", curves(0.08), ci_rel=None)))
     t_lo, t_hi = tight["prompt_sets"]["coding"]["interval"]
     l_lo, l_hi = loose["prompt_sets"]["coding"]["interval"]
-    assert tight["prompt_sets"]["coding"]["interval_method"] == ["repeats"]
+    # Repeat r of both configurations saw the same prompt order: compared pair by pair.
+    assert tight["prompt_sets"]["coding"]["interval_method"] == ["paired_repeats"]
     assert tight["prompt_sets"]["coding"]["crossover_concurrency"] == pytest.approx(32.0, rel=1e-6)
     assert t_lo <= 32 <= t_hi
     assert (l_hi / l_lo) > (t_hi / t_lo)
@@ -184,25 +188,29 @@ def test_bootstrap_is_seeded(tmp_path: Path) -> None:
     assert analyze(run, seed=3) == analyze(run, seed=3)
 
 
-def test_recommended_threshold_is_the_minimum_over_sets(tmp_path: Path) -> None:
+def test_without_a_mix_there_is_no_mixed_recommendation(tmp_path: Path) -> None:
+    # No minimum over sets: the per-set thresholds, and a mixed one needs a measured mix.
     curves = {**static_curves(ratio_crossing_at(32.0), "coding"),
               **static_curves(ratio_crossing_at(8.0), "agentic")}
     result = analyze(load_run(make_run(tmp_path, curves)))
     assert result["prompt_sets"]["coding"]["threshold_batch_size"] == 32
     assert result["prompt_sets"]["agentic"]["threshold_batch_size"] == 8
-    assert result["recommended_threshold"] == 8
-    assert result["combine_rule"].startswith("minimum")
-    assert "batch size 8" in result["finding"]
+    assert result["recommended_threshold"] is None
+    assert result["recommendation_source"] is None and result["mix"] is None
+    assert ("Per-set thresholds (batch size): agentic 8, coding 32; a mixed-deployment "
+            "threshold needs a measured mix (--mix agentic=0.5,coding=0.5)") in result["finding"]
+    text = analysis.threshold_summary(load_run(tmp_path / "run"), result)
+    assert "recommended threshold" not in text and "--mix" in text
 
 
-def test_a_set_where_eagle3_never_wins_sets_the_recommendation(tmp_path: Path) -> None:
+def test_a_set_where_eagle3_never_wins(tmp_path: Path) -> None:
     curves = {**static_curves(ratio_crossing_at(32.0), "coding"),
               **static_curves(lambda c: 0.9, "agentic")}
     result = analyze(load_run(make_run(tmp_path, curves)))
-    assert result["recommended_threshold"] == 1
+    assert result["prompt_sets"]["agentic"]["threshold_batch_size"] == 1
     assert result["finding"].startswith("EAGLE-3 never wins (agentic)")
     assert "EAGLE-3 wins below 32 concurrent requests (coding" in result["finding"]
-    assert "Recommended: never draft (threshold 1)" in result["finding"]
+    assert "agentic 1, coding 32" in result["finding"]
 
 
 def test_envelope_efficiency_including_straddle_levels(tmp_path: Path) -> None:
@@ -329,3 +337,276 @@ def test_point_means_bands_from_repeats_or_ci(tmp_path: Path) -> None:
     assert means.loc[("baseline", 1), "tok_s_band_high"] == pytest.approx(110.0)
     assert means.loc[("baseline", 2), "tok_s_band_low"] == pytest.approx(190.0)
     assert means.loc[("baseline", 2), "tok_s_band_high"] == pytest.approx(210.0)
+
+
+# --- the two decisions ----------------------------------------------------------------------
+
+LEVELS8 = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def test_one_server_crossing_is_against_the_zero_step_curve(tmp_path: Path) -> None:
+    # EAGLE-3 meets the baseline at 32 and the zero-step curve (12% below the baseline) where
+    # 1 + 0.2 log2(32 / c) = 0.88: log2 c = 5.6.
+    curves = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.88)
+    result = analyze(load_run(make_run(tmp_path, curves)))
+    coding = result["prompt_sets"]["coding"]
+    one, plain = coding["one_server"], coding["plain_server"]
+    assert one["outcome"] == "crossover"
+    assert one["crossover_concurrency"] == pytest.approx(2 ** 5.6, rel=1e-3)
+    assert one["threshold_batch_size"] == 49  # ceil(48.5): no running requests, b = c
+    lo, hi = one["interval"]
+    assert lo < 2 ** 5.6 < hi
+    assert one["ratio_by_concurrency"]["64"] == pytest.approx(0.8 / 0.88, rel=1e-3)
+    # The plain-server decision is today's crossover, and the top-level keys stay it.
+    assert plain["crossover_concurrency"] == coding["crossover_concurrency"]
+    assert coding["crossover_concurrency"] == pytest.approx(32.0, rel=1e-6)
+    assert coding["threshold_batch_size"] == 32
+    # The tax: 12% at every level; above c* = 32 the baseline beats the best speculative
+    # server (EAGLE-3 at 64: 0.8, zero-step 0.88) by 1 / 0.88 - 1.
+    assert all(t == pytest.approx(0.12) for t in plain["tax"].values())
+    assert plain["faster_above"] == {"64": pytest.approx(1 / 0.88 - 1, abs=1e-4),
+                                     "128": pytest.approx(1 / 0.88 - 1, abs=1e-4)}
+    assert "above it a separate plain server is 14% faster" in plain["sentence"]
+    # One set: its one-server threshold is the recommendation.
+    assert result["recommended_threshold"] == 49
+    assert result["recommendation_source"] == "single prompt set"
+    assert coding["sentence"].startswith(
+        "One server: EAGLE-3 beats its zero-step path below 48 concurrent requests (coding")
+    assert "stop drafting at batch size 49. Plain server: EAGLE-3 wins below 32" in \
+        coding["sentence"]
+    assert result["analysis_version"] == 2
+
+
+def test_one_server_threshold_uses_running_requests_of_eagle3_and_zero_step(
+    tmp_path: Path,
+) -> None:
+    curves = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.88)
+    running = {(m, "coding"): {c: 0.5 * c for c in LEVELS8} for m in ("eagle3", "zero-step")}
+    one = analyze(load_run(make_run(tmp_path, curves, running=running)))["prompt_sets"][
+        "coding"]["one_server"]
+    assert one["crossover_batch_size"] == pytest.approx(2 ** 5.6 / 2, rel=1e-3)
+    assert one["threshold_batch_size"] == 25
+
+
+def test_one_server_never_and_always(tmp_path: Path) -> None:
+    # Zero-step at 0.88 of the baseline; EAGLE-3 below it everywhere, then above it everywhere.
+    never = static_curves(lambda c: 0.8, levels=LEVELS8, zero_step=0.88)
+    one = analyze(load_run(make_run(tmp_path / "a", never)))["prompt_sets"]["coding"]
+    assert one["one_server"]["outcome"] == "eagle3_never_wins"
+    assert one["one_server"]["threshold_batch_size"] == 1
+    assert "never draft (threshold 1)" in one["one_server"]["sentence"]
+    always = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.5)
+    one = analyze(load_run(make_run(tmp_path / "b", always)))["prompt_sets"]["coding"]
+    assert one["one_server"]["outcome"] == "eagle3_always_wins"
+    assert one["one_server"]["threshold_batch_size"] == 129
+    assert one["plain_server"]["outcome"] == "crossover"
+
+
+def test_moe_like_run_says_what_one_server_should_do(tmp_path: Path) -> None:
+    # The baseline beats every speculative configuration; EAGLE-3 still beats its zero-step
+    # path at low load.
+    curves = static_curves(ratio_crossing_at(0.5), levels=LEVELS8, zero_step=0.75)
+    coding = analyze(load_run(make_run(tmp_path, curves)))["prompt_sets"]["coding"]
+    assert coding["plain_server"]["outcome"] == "eagle3_never_wins"
+    assert coding["one_server"]["outcome"] == "crossover"
+    t = coding["one_server"]["threshold_batch_size"]
+    assert 1 < t < 16
+    assert coding["sentence"].startswith(
+        "Plain server: EAGLE-3 never wins (coding): the baseline is faster at every measured "
+        "level")
+    assert "at every level; serve without speculative decoding. If one adaptive server must " \
+        "serve it anyway: EAGLE-3 beats its zero-step path below" in coding["sentence"]
+    assert f"stop drafting at batch size {t}" in coding["sentence"]
+
+
+def test_one_server_efficiency_against_eagle3_and_zero_step(tmp_path: Path) -> None:
+    ratio = ratio_crossing_at(32.0)
+    curves = static_curves(ratio, levels=LEVELS8, zero_step=0.88)
+    best = {c: baseline_curve(c) * max(ratio(c), 0.88) for c in LEVELS8}
+    dynamic = {c: best[c] * 0.99 for c in LEVELS8}
+    dynamic[49] = baseline_curve(49) * 0.88 * 0.9  # a straddle level, 10% short
+    curves[("dynamic", "coding")] = dynamic
+    coding = analyze(load_run(make_run(tmp_path, curves)))["prompt_sets"]["coding"]
+    eff = coding["one_server"]["efficiency"]
+    assert eff["8"] == pytest.approx(0.99, abs=1e-4)
+    assert eff["128"] == pytest.approx(0.99, abs=1e-4)
+    # At 49 both static curves are interpolated log-log between 32 and 64.
+    # (log-log interpolation of a saturating curve undershoots a little: 0.91, not 0.90)
+    assert eff["49"] == pytest.approx(0.9, abs=0.02)
+    assert coding["one_server"]["efficiency_interpolated"] == [49]
+    assert coding["one_server"]["efficiency_min"] == eff["49"]
+    # The envelope against the baseline is still there: above c* the baseline is better.
+    assert coding["envelope_efficiency"]["128"] == pytest.approx(0.99 * 0.88, abs=1e-3)
+
+
+def test_no_zero_step_curve_falls_back_to_the_baseline_crossover(tmp_path: Path) -> None:
+    result = analyze(load_run(make_run(tmp_path, static_curves(ratio_crossing_at(32.0)))))
+    coding = result["prompt_sets"]["coding"]
+    assert coding["one_server"]["threshold_batch_size"] is None
+    assert coding["one_server"]["outcome"] is None
+    assert coding["plain_server"]["tax"] == {}
+    assert result["recommended_threshold"] == 32
+    assert coding["sentence"] == ("EAGLE-3 wins below 32 concurrent requests (coding; 95% "
+                                  "interval " + coding["sentence"].split("interval ")[1])
+    assert coding["schedule"] is None
+
+
+# --- the schedule ---------------------------------------------------------------------------
+
+
+def test_schedule_slots_follow_the_best_k(tmp_path: Path) -> None:
+    # tests.builders.K_CURVES: the best K is 5 up to c=4, 3 at 8-16, 2 at 64, 0 at 128; the
+    # curves cross near c = 7.2 (5 -> 3), ~31 (3 -> 2) and ~104 (2 -> zero-step).
+    run = load_run(make_run(tmp_path, tune_curves()))
+    sched = analyze(run)["prompt_sets"]["coding"]["schedule"]
+    assert sched["per_level"] == {"1": 5, "2": 5, "4": 5, "8": 3, "16": 3, "64": 2, "128": 0}
+    assert sched["slots"] == {"1": 5, "8": 3, "30": 2, "104": 0}
+    assert sched["candidates"] == {"0": "zero-step", "1": "eagle3-k1", "2": "eagle3-k2",
+                                   "3": "eagle3", "5": "eagle3-k5"}
+    assert sched["efficiency"] == {} and sched["vs_sglang_default_geomean"] is None
+
+
+def test_schedule_slots_from_measured_running_requests(tmp_path: Path) -> None:
+    # The servers kept half the users running: every slot starts at half the batch size.
+    curves = tune_curves()
+    running = {key: {c: 0.5 * c for c in GRID} for key in curves}
+    sched = analyze(load_run(make_run(tmp_path, curves, running=running)))["prompt_sets"][
+        "coding"]["schedule"]
+    assert sched["slots"] == {"1": 5, "4": 3, "15": 2, "52": 0}
+    assert sched["batch_size_by_concurrency"]["64"] == 32.0
+
+
+def test_schedule_merges_and_drops_slots(tmp_path: Path) -> None:
+    # Only K = 1 and 2 and zero-step; 2 is best below 64, zero-step from 64 on, 1 never.
+    curves = tune_curves()
+    for name in ("eagle3-k5",):
+        del curves[(name, "coding")]
+    curves[("eagle3", "coding")] = {c: v * 0.5 for c, v in curves[("eagle3", "coding")].items()}
+    sched = analyze(load_run(make_run(tmp_path, curves)))["prompt_sets"]["coding"]["schedule"]
+    assert list(sched["slots"].values()) == [2, 0]
+    assert next(iter(sched["slots"])) == "1"
+
+
+def test_schedule_needs_several_k(tmp_path: Path) -> None:
+    curves = static_curves(ratio_crossing_at(32.0), zero_step=0.88)
+    assert analyze(load_run(make_run(tmp_path, curves)))["prompt_sets"]["coding"][
+        "schedule"] is None
+
+
+def test_schedule_efficiency_and_sglang_default(tmp_path: Path) -> None:
+    run = load_run(make_run(tmp_path, tune_curves(tuned=0.99, sglang_default=0.9),
+                            tuned={"coding": {"1": 5, "8": 3, "30": 2, "104": 0}}))
+    sched = analyze(run)["prompt_sets"]["coding"]["schedule"]
+    assert set(sched["efficiency"]) == {str(c) for c in GRID}
+    assert all(e == pytest.approx(0.99, abs=1e-4) for e in sched["efficiency"].values())
+    assert all(v == pytest.approx(1.1, abs=1e-4) for v in sched["vs_sglang_default"].values())
+    assert sched["vs_sglang_default_geomean"] == pytest.approx(1.1, abs=1e-4)
+    assert sched["applied_slots"] == {"1": 5, "8": 3, "30": 2, "104": 0}
+    text = analysis.threshold_summary(run)
+    assert "tuned schedule (batch size: steps) {'1': 5, '8': 3, '30': 2, '104': 0}" in text
+    assert '{"1": {"candidate_steps": [5]}, "8": {"candidate_steps": [3]}' in text
+
+
+# --- the mix --------------------------------------------------------------------------------
+
+
+def test_mix_gives_the_recommendation_and_the_loss_per_set(tmp_path: Path) -> None:
+    # zero-step at 0.88 of the baseline: coding's EAGLE-3 meets it at 2^5.6 = 48.5, agentic's
+    # at 2^3.6 = 12.1, the mix's (between them) at 2^4.6 = 24.3 (threshold 25).
+    curves = {**static_curves(ratio_crossing_at(32.0), "coding", LEVELS8, zero_step=0.88),
+              **static_curves(ratio_crossing_at(8.0), "agentic", LEVELS8, zero_step=0.88),
+              **static_curves(ratio_crossing_at(16.0), "mix", LEVELS8, zero_step=0.88)}
+    result = analyze(load_run(make_run(tmp_path, curves)))
+    assert result["recommended_threshold"] == 25
+    assert result["recommendation_source"] == "mix"
+    mix = result["mix"]
+    assert mix["threshold_batch_size"] == 25
+    # coding at c=32 (below its own 48.5 but above T_mix): zero-step instead of EAGLE-3 (1.0).
+    coding = mix["loss_by_set"]["coding"]
+    assert coding["32"] == pytest.approx(0.12, abs=1e-4)
+    assert coding["16"] == 0.0 and coding["64"] == 0.0
+    # agentic at c=16: EAGLE-3 (0.8 of the baseline) where zero-step (0.88) is better.
+    agentic = mix["loss_by_set"]["agentic"]
+    assert agentic["16"] == pytest.approx(1 - 0.8 / 0.88, abs=1e-4)
+    assert agentic["32"] == 0.0
+    assert mix["max_loss_by_set"] == {"coding": pytest.approx(0.12, abs=1e-4),
+                                      "agentic": pytest.approx(1 - 0.8 / 0.88, abs=1e-4)}
+    assert result["prompt_sets"]["coding"]["loss_at_mix_threshold"] == coding
+    assert "mix" not in mix["loss_by_set"]
+    assert ("Mixed deployment (measured mix): stop drafting at batch size 25; throughput lost "
+            "there against each set's better static curve: agentic up to 9.1%, coding up to "
+            "12.0%.") in result["finding"]
+    text = analysis.threshold_summary(load_run(tmp_path / "run"), result)
+    assert "recommended threshold: 25 (the measured mix)" in text
+
+
+# --- intervals ------------------------------------------------------------------------------
+
+
+def test_batch_means_errors_are_preferred_and_widened_for_correlated_slices(
+    tmp_path: Path,
+) -> None:
+    curves = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.88)
+    plain = analyze(load_run(make_run(tmp_path / "a", curves, ci_rel=0.2, se_rel=0.01)))
+    coding = plain["prompt_sets"]["coding"]
+    assert coding["interval_method"] == ["batch_means"]
+    assert plain["intervals"]["inflation"] == 1.0  # lag-1 -0.1 over 10 slices: independent
+    lo, hi = coding["interval"]
+    # The request bootstrap (±20%) would span most of the grid; 1% batch means do not.
+    assert 28 < lo < 32 < hi < 37
+    correlated = analyze(load_run(make_run(tmp_path / "b", curves, ci_rel=0.2, se_rel=0.01,
+                                           slice_lag1=0.5)))
+    # rho = (10 x 0.5 + 1) / 7 (Kendall's bias correction), factor sqrt((1 + rho) / (1 - rho)).
+    assert correlated["intervals"]["inflation"] == pytest.approx(math.sqrt(13 / 1), rel=1e-3)
+    assert correlated["intervals"]["slice_lag1_mean"] == 0.5
+    c_lo, c_hi = correlated["prompt_sets"]["coding"]["interval"]
+    assert c_hi - c_lo > 1.5 * (hi - lo)
+
+
+def test_single_repeats_are_compared_by_paired_requests(tmp_path: Path) -> None:
+    # Request k is prompt k on every server; durations scatter 5% around each prompt's work.
+    curves = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.88)
+    paired = analyze(load_run(make_run(tmp_path / "a", curves, se_rel=0.05,
+                                       paired_noise=0.05, n_requests=60)))
+    coding = paired["prompt_sets"]["coding"]
+    assert coding["interval_method"] == ["paired_requests"]
+    assert coding["one_server"]["interval_method"] == ["paired_requests"]
+    assert paired["intervals"]["block_lag1_mean"] is not None
+    unpaired = analyze(load_run(make_run(tmp_path / "b", curves, se_rel=0.05, n_requests=60)))
+    assert unpaired["prompt_sets"]["coding"]["interval_method"] == ["batch_means"]
+    # 5% per request over 60 requests is well under the 5% (x sqrt 2) of unpaired points.
+    p_lo, p_hi = coding["interval"]
+    u_lo, u_hi = unpaired["prompt_sets"]["coding"]["interval"]
+    assert p_lo <= 32.0 <= p_hi
+    assert (p_hi - p_lo) < 0.5 * (u_hi - u_lo)
+
+
+def test_paired_blocks_are_the_linearised_log_ratio() -> None:
+    from specbench.analysis.intervals import paired_blocks
+
+    ids = np.arange(30)
+    den = pd.DataFrame({"prompt_id": [f"p{i}" for i in ids], "d": 2.0 + np.sin(ids)}, index=ids)
+    # The same prompts 20% faster: the ratio of tok/s is constant, so every block mean is 0.
+    num = den.assign(d=den["d"] / 1.2)
+    assert np.allclose(paired_blocks(num, den), 0.0)
+    # Requests of other prompts (a mismatched order) are not paired.
+    shuffled = num.assign(prompt_id=[f"q{i}" for i in ids])
+    assert paired_blocks(shuffled, den) is None
+    # Below 3 blocks of 3 matched requests there is no paired error.
+    assert paired_blocks(num.iloc[:8], den) is None
+
+
+def test_schedule_takes_noise_blips_out(tmp_path: Path) -> None:
+    # K=3 edges out K=5 at c=2 alone, inside K=5's range: within 2% it is noise, beyond it a slot.
+    def run_with(edge: float) -> dict[str, object]:
+        curves = tune_curves()
+        curves[("eagle3", "coding")][2] = curves[("eagle3-k5", "coding")][2] * edge
+        return analyze(load_run(make_run(tmp_path / str(edge), curves)))["prompt_sets"][
+            "coding"]["schedule"]
+
+    noise = run_with(1.01)
+    assert noise["measured_best"]["2"] == 3 and noise["per_level"]["2"] == 5
+    assert noise["slots"] == {"1": 5, "8": 3, "30": 2, "104": 0}
+    real = run_with(1.05)
+    assert real["per_level"]["2"] == 3
+    assert list(real["slots"].values()) == [5, 3, 5, 3, 2, 0]

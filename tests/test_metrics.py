@@ -335,3 +335,16 @@ def test_additivity_holds_at_chunk_boundaries_too(x: float, y: float) -> None:
         if a <= m <= b:
             total = window_tokens(t, n, a, m) + window_tokens(t, n, m, b)
             assert total == pytest.approx(window_tokens(t, n, a, b))
+
+
+def test_batch_means_over_time_slices_of_the_window() -> None:
+    # Two requests, one steady at 10 tok/s over the whole window (0, 10], one adding 51 tokens
+    # in (2, 3]: slices of 1 s give 10 everywhere and 61 in the third.
+    steady = rec([(float(t), 10 * t) for t in range(0, 11)], -1.0, 10.5)
+    burst = rec([(2.5, 1), (3.0, 51)], 1.5, 3.2, request_id=1)
+    s = summarize_point(point([steady, burst], 0.0, 10.0), 1.0, None, 1.0)
+    rates = np.array([10.0, 10.0, 61.0, *[10.0] * 7])
+    assert s["output_tok_s_slices"] == stats.N_SLICES == 10
+    assert s["output_tok_s"] == pytest.approx(rates.mean())
+    assert s["output_tok_s_se"] == pytest.approx(rates.std(ddof=1) / math.sqrt(10))
+    assert s["output_tok_s_slice_lag1"] == pytest.approx(stats.lag1_autocorrelation(rates))

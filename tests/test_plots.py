@@ -11,7 +11,15 @@ from matplotlib.lines import Line2D
 from specbench import plots
 from specbench.analysis import AnalysisError, analyze
 from specbench.results import load_run
-from tests.builders import baseline_curve, make_run, ratio_crossing_at, static_curves
+from tests.builders import (
+    ZERO_STEP_FRACTION,
+    baseline_curve,
+    k_speedup,
+    make_run,
+    ratio_crossing_at,
+    static_curves,
+    tune_curves,
+)
 
 LEVELS = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -32,8 +40,15 @@ def _with_dynamic(threshold: int | None = 32) -> dict[tuple[str, str], dict[int,
     return curves
 
 
+def _tune_run(tmp_path: Path) -> Path:
+    curves = tune_curves(levels=LEVELS, tuned=0.99, sglang_default=0.9)
+    ratio = {c: max(k_speedup(3, c), ZERO_STEP_FRACTION) for c in LEVELS}
+    curves[("dynamic", "coding")] = {c: baseline_curve(c) * ratio[c] * 0.98 for c in LEVELS}
+    return make_run(tmp_path, curves, se_rel=0.01)
+
+
 def test_plot_run_writes_png_and_svg_for_every_figure(tmp_path: Path) -> None:
-    run = load_run(make_run(tmp_path, _with_dynamic()))
+    run = load_run(_tune_run(tmp_path))
     paths = plots.plot_run(run)
     names = sorted(p.name for p in paths)
     expected = sorted(f"{n}.{ext}" for n in plots.FIGURE_NAMES for ext in ("png", "svg"))
@@ -88,7 +103,7 @@ def test_titles_state_the_finding_and_the_crossover_is_drawn(tmp_path: Path) -> 
 
     envelope = figs["envelope"]
     title = envelope.get_suptitle().replace("\n", " ")
-    assert "keeps ≥95% of the better static mode" in title and "lowest 0.97" in title
+    assert "keep ≥95% of the better static mode" in title and "lowest 0.97" in title
 
 
 def test_envelope_title_names_the_worst_level_when_dynamic_loses(tmp_path: Path) -> None:
@@ -106,3 +121,52 @@ def test_baseline_only_run_still_plots_what_was_measured(tmp_path: Path) -> None
         analyze(run)
     paths = plots.plot_run(run)
     assert {p.stem for p in paths} == {"throughput", "latency"}
+
+
+def test_every_configuration_is_drawn_with_its_own_colour_and_label(tmp_path: Path) -> None:
+    run = load_run(_tune_run(tmp_path))
+    result = analyze(run)
+    figs = plots.figures(run, result)
+    ax = figs["throughput"].axes[0]
+    lines = {str(line.get_label()): line for line in ax.get_lines()}
+    expected = {"baseline", "EAGLE-3", "EAGLE-3 K=1", "EAGLE-3 K=2", "EAGLE-3 K=5", "zero-step",
+                "SGLang default", "tuned", "dynamic-disable"}
+    assert expected <= set(lines)
+    colours = [lines[name].get_color() for name in expected]
+    assert len(set(colours)) == len(expected)
+    assert lines["zero-step"].get_linestyle() == "--"
+    # The one-server threshold (EAGLE-3 meets zero-step) is the threshold drawn.
+    one = result["prompt_sets"]["coding"]["one_server"]
+    assert f"one-server threshold T={one['threshold_batch_size']} (batch size)" in lines
+    # Both ratios, each with its band.
+    ratio_labels = [str(line.get_label()) for line in figs["ratio"].axes[0].get_lines()]
+    assert {"EAGLE-3 / baseline", "EAGLE-3 / zero-step"} <= set(ratio_labels)
+
+
+def test_schedule_and_efficiency_figures(tmp_path: Path) -> None:
+    run = load_run(_tune_run(tmp_path))
+    figs = plots.figures(run)
+    schedule = figs["schedule"]
+    assert "coding 1→5, 8→3, 32→2, 104→0" in schedule.get_suptitle().replace("\n", " ")
+    ax = schedule.axes[0]
+    best = next(line for line in ax.get_lines() if str(line.get_label()).startswith("best K"))
+    assert ys(best) == [5, 5, 5, 3, 3, 2, 2, 0]
+    slots = next(line for line in ax.get_lines() if str(line.get_label()).startswith("slots"))
+    assert xs(slots)[:4] == [1, 8, 32, 104] and ys(slots)[:4] == [5, 3, 2, 0]
+    envelope = figs["envelope"].axes[0]
+    labels = [str(line.get_label()) for line in envelope.get_lines()]
+    assert "one threshold: dynamic / max(EAGLE-3, zero-step)" in labels
+    assert "schedule: tuned / max(each K, zero-step)" in labels
+
+
+def test_labels_and_order_of_any_names() -> None:
+    assert plots.order(["tuned", "eagle3-k5", "baseline", "zero-step", "eagle3", "eagle3-k1",
+                        "sglang-default", "dynamic-t40", "dynamic", "weird"]) == [
+        "baseline", "eagle3", "eagle3-k1", "eagle3-k5", "zero-step", "dynamic-t40",
+        "sglang-default", "dynamic", "tuned", "weird"]
+    assert plots.label("eagle3-k2") == "EAGLE-3 K=2" and plots.short_label("eagle3-k2") == "E3 k2"
+    assert plots.label("dynamic-t40") == "dynamic-disable T=40"
+    assert plots.short_label("dynamic-t40") == "dyn t40"
+    assert plots.short_label("weird") == "weird" and plots.color("weird").startswith("#")
+    # Fewer steps lighter, more steps darker than EAGLE-3 at the run's K.
+    assert plots.color("eagle3-k1") != plots.color("eagle3-k5") != plots.MODE_COLORS["eagle3"]

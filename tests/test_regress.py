@@ -256,6 +256,47 @@ def test_crossover_computed_without_analysis(reference: Path, tmp_path: Path) ->
     assert verdict.exit_code == 1
 
 
+def _with_zero_step(fraction: float) -> Any:
+    """model_tok_s plus a zero-step curve at `fraction` of the baseline."""
+    def tok(m: str, s: str, c: int, r: int) -> float:
+        if m == "zero-step":
+            return model_tok_s("baseline", s, c, r) * fraction
+        return model_tok_s(m, s, c, r)
+    return tok
+
+
+def test_one_server_crossover_is_judged_too(tmp_path: Path) -> None:
+    # EAGLE-3 meets the zero-step curve (0.8 of the baseline) where 1.6 - 0.12 log2 c = 0.8:
+    # c = 2^(0.8 / 0.12) ~= 102. A faster zero-step path (0.98) moves it to 2^(0.62 / 0.12)
+    # ~= 36, 1.5 levels down.
+    modes = ("baseline", "eagle3", "zero-step")
+    ref = make_regress_run(tmp_path / "ref", _with_zero_step(0.8), modes=modes)
+    cand = make_regress_run(tmp_path / "cand", _with_zero_step(0.98), modes=modes)
+    verdict = compare(results.load_run(ref), results.load_run(cand))
+    one = {x.prompt_set: x for x in verdict.crossovers if x.decision == "one-server"}
+    plain = {x.prompt_set: x for x in verdict.crossovers if x.decision == "plain-server"}
+    assert set(one) == set(plain) == {"coding", "agentic"}
+    assert one["coding"].ref_concurrency == pytest.approx(2 ** (0.8 / 0.12), rel=0.01)
+    assert one["coding"].cand_concurrency == pytest.approx(2 ** (0.62 / 0.12), rel=0.01)
+    assert one["coding"].status == "fail"
+    assert plain["coding"].status == "ok"  # the baseline crossover did not move
+    subjects = {f.subject for f in verdict.findings if f.check == "crossover"}
+    assert subjects == {"one-server/coding", "one-server/agentic"}
+    assert any(f.text.startswith("one-server/coding: c*=102 -> c*=36") and
+               f.text.endswith("a one-server threshold taken from the reference no longer fits")
+               for f in verdict.findings)
+    assert verdict.exit_code == 1
+    # From analysis.json when both runs have one: the same rule, the stored numbers.
+    for path in (ref, cand):
+        run = results.load_run(path)
+        analysis.write_analysis(run)
+    stored = compare(results.load_run(ref), results.load_run(cand))
+    x = next(x for x in stored.crossovers
+             if x.decision == "one-server" and x.prompt_set == "coding")
+    assert x.source == "analysis.json" and x.status == "fail"
+    assert x.ref_interval is not None
+
+
 # --- unusable input ---------------------------------------------------------------------------
 
 

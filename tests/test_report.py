@@ -21,6 +21,7 @@ from tests.builders import (
     ratio_crossing_at,
     rounded_json,
     static_curves,
+    tune_curves,
 )
 from tests.snapshot import assert_snapshot
 
@@ -45,13 +46,16 @@ def test_report_leads_with_the_finding_then_tables_figures_categories_flags(
     assert first_para.startswith("**Finding.**")
     assert "EAGLE-3 wins below 32 concurrent requests (coding" in first_para
     assert "EAGLE-3 wins below 12 concurrent requests (agentic" in first_para
-    assert "stop drafting at batch size 12" in first_para
+    # Two sets and no mix: the per-set thresholds, and that a mixed one needs --mix.
+    assert "Per-set thresholds (batch size): agentic 12, coding 32" in first_para
+    assert "--mix agentic=0.5,coding=0.5" in first_para
     # Summary row per set, then a table per set with the measured numbers.
-    assert re.search(r"\| coding \| crossover \| 32\.0 \| [\d.]+–[\d.]+ \| 32 \|", text)
-    assert "| c | baseline tok/s | EAGLE-3 tok/s | ratio | accept EAGLE-3 | flags |" in text
+    assert re.search(r"\| coding \| 32 \| – \| – \| 32\.0 \| [\d.]+–[\d.]+ \| – \| 25%–67% \|",
+                     text)
+    assert "| c | base | E3 | E3/base | accept |" in text
     # c=64 coding: baseline 150*64/2 = 4800, EAGLE-3 0.8 x 4800 = 3840.
-    assert "| 64 | 4,800 | 3,840 | 0.80 | 3.00 |  |" in text
-    assert "| 128 | 6,400 | 3,840 | 0.60 | 3.00 | client_bound (E3) |" in text
+    assert "| 64 | 4,800 | 3,840 | 0.80 | 3.00 |" in text
+    assert "- c=128: client_bound (E3)" in text
     # Figures are linked relatively and exist.
     for link in re.findall(r"\]\((plots/[a-z]+\.png)\)", text):
         assert (run.path / link).exists()
@@ -108,8 +112,8 @@ def test_terminal_shows_finding_first_and_the_table(tmp_path: Path) -> None:
     console = Console(record=True, width=160, color_system=None)
     report.render_terminal(run, console)
     out = console.export_text()
-    assert out.index("stop drafting at batch size 12") < out.index("┃   c")
-    assert "Threshold rule: minimum over prompt sets" in out
+    assert out.index("EAGLE-3 wins below 12 concurrent requests") < out.index("┃   c")
+    assert "a mixed-deployment threshold needs a measured mix" in re.sub(r"[│\s]+", " ", out)
     # coding c=16: r = 1 + 0.2 * log2(32/16) = 1.2
     assert re.search(r"│\s+16 │\s+1,920 │\s+2,304 │\s+1\.20 │", out)
     assert "flags at c=128: client_bound (E3)" in out
@@ -124,6 +128,74 @@ def test_report_of_a_run_without_eagle3(tmp_path: Path) -> None:
     console = Console(record=True, width=120, color_system=None)
     report.render_terminal(run, console)
     assert "No crossover" in console.export_text()
+
+
+def _lines_within(text: str, width: int = report.MAX_WIDTH) -> None:
+    wide = [line for line in text.splitlines()
+            if line.startswith(("|", "┃", "│", "┏", "┡", "└")) and len(line) > width]
+    assert not wide, f"table lines wider than {width}: {wide[:2]}"
+
+
+def test_any_configurations_report_and_plot(tmp_path: Path) -> None:
+    # No eagle3, so no decisions: tables and figures of whatever was measured.
+    curves = tune_curves(levels=LEVELS)
+    curves = {k: v for k, v in curves.items() if k[0] in ("baseline", "eagle3-k2", "eagle3-k5")}
+    run = load_run(make_run(tmp_path, curves, flags={("eagle3-k5", "coding", 8): "client_bound",
+                                                     ("eagle3-k2", "coding", 8): "client_bound"}))
+    text = report.write_report(run).read_text()
+    assert "| c | base | E3 k2 | E3 k5 | accept |" not in text  # accept is EAGLE-3's own
+    assert "| c | base | E3 k2 | E3 k5 |" in text
+    assert "- c=8: client_bound (E3 k2, E3 k5)" in text
+    assert "E3 k2 = EAGLE-3 K=2" in text
+    assert {p.name for p in (run.path / "plots").glob("*.png")} >= {
+        "throughput.png", "latency.png", "acceptance.png"}
+    _lines_within(text)
+    out = io.StringIO()
+    report.render_terminal(run, Console(width=100, file=out, color_system=None))
+    assert "flags at c=8: client_bound (E3 k2, E3 k5)" in out.getvalue()
+    _lines_within(out.getvalue())
+
+
+def test_tune_run_report_splits_wide_tables_and_gives_the_schedule(tmp_path: Path) -> None:
+    curves = tune_curves(levels=LEVELS, tuned=0.99, sglang_default=0.9)
+    curves[("dynamic", "coding")] = {c: v * 0.98 for c, v in curves[("eagle3", "coding")].items()}
+    run = load_run(make_run(tmp_path, curves, se_rel=0.01))
+    text = report.write_report(run).read_text()
+    assert ("| c | base | E3 | E3 k1 | E3 k2 | E3 k5 | 0-step | sgl-def | dyn | tuned |"
+            in text)
+    assert ("| c | E3/base | E3/0-step | tax | E dyn | best K | E tuned | tuned/sgl | accept |"
+            in text)
+    assert "| 128 | 0.75 | 0.85 | 12% |" in text
+    assert "Tuned schedule (batch size → steps): 1→5, 8→3, 32→2, 104→0" in text
+    assert "vs SGLang's default ×1.100 (geomean)" in text
+    assert "(plots/schedule.png)" in text and "(plots/envelope.png)" in text
+    _lines_within(text)
+    out = io.StringIO()
+    report.render_terminal(run, Console(width=100, file=out, color_system=None))
+    assert "coding: decisions" in out.getvalue()
+    _lines_within(out.getvalue())
+
+
+def test_mix_report_quotes_the_loss_per_set(tmp_path: Path) -> None:
+    curves = {**static_curves(ratio_crossing_at(32.0), "coding", LEVELS, zero_step=0.88),
+              **static_curves(ratio_crossing_at(8.0), "agentic", LEVELS, zero_step=0.88),
+              **static_curves(ratio_crossing_at(16.0), "mix", LEVELS, zero_step=0.88)}
+    run = load_run(make_run(tmp_path, curves))
+    text = report.write_report(run).read_text()
+    assert "Mixed deployment (measured mix): stop drafting at batch size 25" in text
+    assert "agentic up to 9.1%, coding up to 12.0%" in text
+    coding = text.split("## coding")[1].split("## ")[0]
+    assert "mix loss" in coding and "| 32 |" in coding and "12.0%" in coding
+    _lines_within(text)
+
+
+def test_moe_like_report_says_what_one_server_should_do(tmp_path: Path) -> None:
+    curves = static_curves(ratio_crossing_at(0.5), levels=LEVELS, zero_step=0.75)
+    text = report.write_report(load_run(make_run(tmp_path, curves))).read_text()
+    assert "EAGLE-3 never wins (coding)" in text
+    assert "serve without speculative decoding. If one adaptive server must serve it anyway: " \
+        "EAGLE-3 beats its zero-step path below" in text
+    assert "| coding |" in text and "never wins" in text.split("| coding |")[1].split("\n")[0]
 
 
 @pytest.mark.slow
@@ -155,17 +227,20 @@ def test_notebook_executes_against_a_run(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def _snapshot_run(tmp_path: Path) -> Path:
-    """Two prompt sets, a dynamic-disable server on coding (with a straddle level), flags."""
+    """Two prompt sets with zero-step curves, a dynamic server on coding at its one-server
+    threshold (with a straddle level), flags, paired requests."""
     ratio = ratio_crossing_at(32.0)
-    curves = {**static_curves(ratio, "coding", levels=LEVELS),
-              **static_curves(ratio_crossing_at(12.0), "agentic", levels=LEVELS)}
-    dynamic = {c: baseline_curve(c) * max(ratio(c), 1.0) * 0.97 for c in LEVELS}
-    dynamic[33] = baseline_curve(33) * 0.9
+    curves = {**static_curves(ratio, "coding", levels=LEVELS, zero_step=0.88),
+              **static_curves(ratio_crossing_at(12.0), "agentic", levels=LEVELS, zero_step=0.88)}
+    dynamic = {c: baseline_curve(c) * max(ratio(c), 0.88) * 0.97 for c in LEVELS}
+    dynamic[49] = baseline_curve(49) * 0.88 * 0.9
     curves[("dynamic", "coding")] = dynamic
     flags = {("eagle3", "coding", 128): "client_bound",
              ("baseline", "agentic", 1): "too_few_requests;client_bound"}
-    running = {(m, "agentic"): {c: 0.9 * c for c in LEVELS} for m in ("baseline", "eagle3")}
-    return make_run(tmp_path, curves, flags=flags, running=running, threshold=32)
+    running = {(m, "agentic"): {c: 0.9 * c for c in LEVELS}
+               for m in ("baseline", "eagle3", "zero-step")}
+    return make_run(tmp_path, curves, flags=flags, running=running, threshold=49, se_rel=0.02,
+                    paired_noise=0.05)
 
 
 def _normalised(text: str, tmp_path: Path) -> str:

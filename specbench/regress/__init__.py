@@ -21,10 +21,13 @@ How "regressed" is decided (shared/reference/regression-statistics.md, the asv /
 * Acceptance length (eagle3, dynamic) fails on the same shape of rule with its own threshold.
   It is a ratio of token counts, not a timing, so with fewer than ``min_rank_repeats`` repeats
   the effect size alone decides (its run-to-run noise under greedy decoding is far below 10%).
-* The crossover concurrency (from ``analysis.json`` when both runs have one, else computed
-  from r(c) = eagle3 / baseline by the report's own rule, :func:`specbench.stats.find_crossing`)
-  fails when it moves by more than ``crossover_fail_levels`` grid levels and leaves the
-  reference's interval: the threshold deployed from the reference would then be wrong.
+* Both crossovers of a prompt set, EAGLE-3 against the baseline (``plain-server``) and, when
+  both runs measured it, against its zero-step path (``one-server``, the number a one-server
+  deployment configures), come from ``analysis.json`` when both runs have them, else are
+  computed from r(c) = eagle3 / other by the report's own rule
+  (:func:`specbench.stats.find_crossing`). One fails when it moves by more than
+  ``crossover_fail_levels`` grid levels and leaves the reference's interval: the threshold
+  deployed from the reference would then be wrong.
 * The error rate fails when it rises by ``error_fail_pp`` percentage points and a
   two-proportion z-test supports it.
 
@@ -58,7 +61,7 @@ from specbench.regress.inputs import (
     allowed_config_fields,
     comparable,
 )
-from specbench.regress.judge import SPEC_MODES, compare_crossover, compare_group
+from specbench.regress.judge import DECISIONS, SPEC_MODES, compare_crossover, compare_group
 from specbench.regress.render import publish, publish_unusable, render_terminal
 from specbench.regress.thresholds import Thresholds
 from specbench.regress.verdict import (
@@ -125,8 +128,8 @@ def _judge_all(
         notes.extend(group_notes)
     crossovers = [
         x for x in (
-            compare_crossover(s, set(inputs.keys), runs, (inputs.ref, inputs.cand), th)
-            for s in inputs.prompt_sets
+            compare_crossover(s, set(inputs.keys), runs, (inputs.ref, inputs.cand), th, d)
+            for s in inputs.prompt_sets for d in DECISIONS
         ) if x is not None
     ]
     return groups, points, crossovers, notes
@@ -148,7 +151,7 @@ def compare(
     inputs = comparable(reference, candidate, allow_config_changes)
     groups, points, crossovers, group_notes = _judge_all((reference, candidate), inputs, th)
     findings = [f for g in groups for f in g.findings]
-    findings += [Finding(x.status, "crossover", f"crossover/{x.prompt_set}", x.message)
+    findings += [Finding(x.status, "crossover", x.subject, x.message)
                  for x in crossovers if x.status != "ok"]
     findings.sort(key=lambda f: -RANK[f.status])  # stable: fail, insufficient, warn
     status, code = _OUTCOME[worst(f.status for f in findings)]

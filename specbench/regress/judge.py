@@ -401,6 +401,26 @@ def _position(outcome: str, c: float | None, levels: Sequence[int]) -> float:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """One crossing the gate judges: EAGLE-3 against `den`, stored under `key` in analysis.json
+    (None: the set's own top-level keys)."""
+
+    name: str  # "plain-server" | "one-server"
+    den: str
+    key: str | None
+    subject: str  # finding subject prefix
+    consequence: str  # what a moved crossing means, for a failure
+
+
+DECISIONS: tuple[Decision, ...] = (
+    Decision("plain-server", "baseline", None, "crossover",
+             "a dynamic-disable threshold taken from the reference no longer fits"),
+    Decision("one-server", "zero-step", "one_server", "one-server",
+             "a one-server threshold taken from the reference no longer fits"),
+)
+
+
+@dataclass(frozen=True)
 class _Ends:
     """The crossover of both runs for one prompt set, and where it came from."""
 
@@ -427,21 +447,41 @@ def _stored_ends(ref_entry: dict[str, object], cand_entry: dict[str, object]) ->
 
 
 def _computed_ends(
-    prompt_set: str, levels: list[int], ref: dict[Key, Samples], cand: dict[Key, Samples]
+    prompt_set: str, den: str, levels: list[int], ref: dict[Key, Samples],
+    cand: dict[Key, Samples],
 ) -> _Ends:
-    """Both crossovers from r(c) = median eagle3 / median baseline tok/s, by the report's rule."""
+    """Both crossovers from r(c) = median eagle3 / median `den` tok/s, by the report's rule."""
 
     def curve(samples: dict[Key, Samples]) -> list[float]:
         out = []
         for c in levels:
-            base = float(np.median(samples[("baseline", prompt_set, c)].output_tok_s))
+            other = float(np.median(samples[(den, prompt_set, c)].output_tok_s))
             spec = float(np.median(samples[("eagle3", prompt_set, c)].output_tok_s))
-            out.append(spec / base if base > 0 else math.inf)
+            out.append(spec / other if other > 0 else math.inf)
         return out
 
     ref_x, cand_x = find_crossing(levels, curve(ref)), find_crossing(levels, curve(cand))
     return _Ends("computed", ref_x.outcome, cand_x.outcome, ref_x.crossover_concurrency,
                  cand_x.crossover_concurrency, None)
+
+
+def _stored_entry(run: Run, prompt_set: str, decision: Decision) -> dict[str, object] | None:
+    """The decision's entry in the run's analysis.json, when it has an outcome."""
+    entry = analysis_entry(run, prompt_set)
+    if entry is None or decision.key is None:
+        return entry
+    nested = entry.get(decision.key)
+    if isinstance(nested, dict) and nested.get("outcome") is not None:
+        return nested
+    return None
+
+
+def _status(shift: float, inside: bool, th: Thresholds) -> str:
+    if abs(shift) > th.crossover_fail_levels and not inside:
+        return "fail"
+    if abs(shift) > th.crossover_warn_levels:
+        return "warn"
+    return "ok"
 
 
 def compare_crossover(
@@ -450,22 +490,24 @@ def compare_crossover(
     runs: tuple[Run, Run],
     samples: tuple[dict[Key, Samples], dict[Key, Samples]],
     th: Thresholds,
+    decision: Decision = DECISIONS[0],
 ) -> CrossoverComparison | None:
-    """The crossover of one prompt set in (reference, candidate); None without static levels.
+    """One decision's crossover of one prompt set in (reference, candidate); None when the two
+    configurations share no level.
 
-    From ``analysis.json`` when both runs have one, else computed from the summaries.
+    From ``analysis.json`` when both runs have it, else computed from the summaries.
     """
     levels = sorted(
         c for (m, s, c) in keys
-        if m == "baseline" and s == prompt_set and ("eagle3", s, c) in keys
+        if m == decision.den and s == prompt_set and ("eagle3", s, c) in keys
     )
     if not levels:
         return None
-    ref_entry, cand_entry = (analysis_entry(run, prompt_set) for run in runs)
+    ref_entry, cand_entry = (_stored_entry(run, prompt_set, decision) for run in runs)
     if ref_entry is not None and cand_entry is not None:
         ends = _stored_ends(ref_entry, cand_entry)
     else:
-        ends = _computed_ends(prompt_set, levels, *samples)
+        ends = _computed_ends(prompt_set, decision.den, levels, *samples)
     shift = (_position(ends.cand_outcome, ends.cand_c, levels)
              - _position(ends.ref_outcome, ends.ref_c, levels))
     interval = ends.interval
@@ -473,26 +515,21 @@ def compare_crossover(
         interval is not None and ends.cand_c is not None and ends.cand_outcome == "crossover"
         and interval[0] <= ends.cand_c <= interval[1]
     )
-    if abs(shift) > th.crossover_fail_levels and not inside:
-        status = "fail"
-    elif abs(shift) > th.crossover_warn_levels:
-        status = "warn"
-    else:
-        status = "ok"
+    status = _status(shift, inside, th)
     interval_text = (
         "" if interval is None else f", reference interval {interval[0]:.0f}-{interval[1]:.0f}"
     )
     message = (
-        f"crossover/{prompt_set}: {describe_crossover(ends.ref_outcome, ends.ref_c)} -> "
+        f"{decision.subject}/{prompt_set}: {describe_crossover(ends.ref_outcome, ends.ref_c)} -> "
         f"{describe_crossover(ends.cand_outcome, ends.cand_c)} ({shift:+.1f} levels"
         f"{interval_text}; {ends.source})"
     )
     if status == "fail":
         # Either direction fails: a threshold deployed from the reference is now wrong.
-        message += "; a dynamic-disable threshold taken from the reference no longer fits"
+        message += f"; {decision.consequence}"
     return CrossoverComparison(
         prompt_set=prompt_set, source=ends.source, ref_outcome=ends.ref_outcome,
         cand_outcome=ends.cand_outcome, ref_concurrency=ends.ref_c,
         cand_concurrency=ends.cand_c, ref_interval=interval, shift_levels=shift,
-        status=status, message=message,
+        status=status, message=message, decision=decision.name,
     )

@@ -46,13 +46,14 @@ def render_terminal(verdict: Verdict, console: Console) -> None:
         )
     console.print(table)
     if verdict.crossovers:
-        xt = Table(title="crossover (EAGLE-3 stops beating the baseline)", title_justify="left")
-        for name in ("prompt set", "reference", "candidate", "shift (levels)", "source",
-                     "verdict"):
+        xt = Table(title="crossovers (plain-server: EAGLE-3 vs the baseline; one-server: vs "
+                   "its zero-step path)", title_justify="left")
+        for name in ("prompt set", "decision", "reference", "candidate", "shift (levels)",
+                     "source", "verdict"):
             xt.add_column(name)
         for x in verdict.crossovers:
             xt.add_row(
-                x.prompt_set, describe_crossover(x.ref_outcome, x.ref_concurrency),
+                x.prompt_set, x.decision, describe_crossover(x.ref_outcome, x.ref_concurrency),
                 describe_crossover(x.cand_outcome, x.cand_concurrency),
                 f"{x.shift_levels:+.1f}", x.source, f"[{_STYLE[x.status]}]{WORD[x.status]}[/]",
             )

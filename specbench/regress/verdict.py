@@ -110,7 +110,8 @@ class GroupComparison:
 
 @dataclass(frozen=True)
 class CrossoverComparison:
-    """Where EAGLE-3 stops beating the baseline, in both runs, for one prompt set."""
+    """Where EAGLE-3 stops beating another configuration, in both runs, for one prompt set:
+    the baseline (decision "plain-server") or its zero-step path ("one-server")."""
 
     prompt_set: str
     source: str  # "analysis.json" | "computed"
@@ -122,6 +123,12 @@ class CrossoverComparison:
     shift_levels: float  # candidate minus reference, in concurrency-grid levels
     status: str
     message: str
+    decision: str = "plain-server"
+
+    @property
+    def subject(self) -> str:
+        prefix = "crossover" if self.decision == "plain-server" else self.decision
+        return f"{prefix}/{self.prompt_set}"
 
 
 @dataclass(frozen=True)
@@ -223,11 +230,13 @@ def markdown(verdict: Verdict) -> str:
             f"{errors_cell(g)} | {WORD[g.status]} |"
         )
     if verdict.crossovers:
-        lines += ["", "| prompt set | reference | candidate | shift (levels) | verdict |",
-                  "|---|---|---|---:|---|"]
+        lines += ["",
+                  "| prompt set | decision | reference | candidate | shift (levels) | verdict |",
+                  "|---|---|---|---|---:|---|"]
         for x in verdict.crossovers:
             lines.append(
-                f"| {x.prompt_set} | {describe_crossover(x.ref_outcome, x.ref_concurrency)} | "
+                f"| {x.prompt_set} | {x.decision} | "
+                f"{describe_crossover(x.ref_outcome, x.ref_concurrency)} | "
                 f"{describe_crossover(x.cand_outcome, x.cand_concurrency)} | "
                 f"{x.shift_levels:+.1f} | {WORD[x.status]} |"
             )

@@ -1,0 +1,208 @@
+"""One crossing decision: where EAGLE-3's curve falls below another configuration's.
+
+The two decisions of a prompt set are the same computation on different pairs
+(:data:`PLAIN` and :data:`ONE_SERVER`): r(c) = EAGLE-3 tok/s / other tok/s at the levels both
+measured, c* by :func:`specbench.stats.find_crossing`, its interval from draws of the ratio
+curve (:mod:`.intervals`), and c* mapped to the batch size the two servers ran at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.analysis.curves import (
+    AnalysisError,
+    LevelStats,
+    batch_at,
+    batch_sizes,
+    threshold_from_batch,
+)
+from specbench.analysis.intervals import (
+    RatioCurve,
+    RequestDurations,
+    band,
+    percentile_interval,
+    ratio_curve,
+    ratio_draws,
+)
+from specbench.stats import OUTCOMES, Crossing, crossings, find_crossing
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The configurations one decision compares: EAGLE-3 (num) against `den`."""
+
+    num: str
+    den: str
+    ratio_name: str  # how notes call the ratio
+    den_words: str  # how notes call the other configuration
+
+
+PLAIN = Pair("eagle3", "baseline", "r(c)", "the baseline")
+ONE_SERVER = Pair("eagle3", "zero-step", "EAGLE-3 / zero-step", "the zero-step path")
+
+
+def shared_levels(
+    pair: Pair, prompt_set: str, num: dict[int, LevelStats], den: dict[int, LevelStats],
+    where: str, notes: list[str],
+) -> list[int]:
+    """Levels both configurations measured where the denominator made tokens."""
+    levels = sorted(set(num) & set(den))
+    if not levels:
+        raise AnalysisError(
+            f"prompt set {prompt_set!r}: {pair.num} and {pair.den} share no concurrency level "
+            f"in {where}; measure both at the same levels (`--resume` fills missing points)"
+        )
+    dropped = [c for c in levels if den[c].mean_tok_s <= 0]
+    if dropped:
+        notes.append(f"levels with zero {pair.den} throughput left out: {dropped}")
+        levels = [c for c in levels if c not in dropped]
+        if not levels:
+            raise AnalysisError(
+                f"prompt set {prompt_set!r}: the {pair.den} server produced no tokens at any "
+                f"level; check its log in servers/{pair.den}.log"
+            )
+    return levels
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the outcome of one decision sets: its threshold and the points that decide it."""
+
+    fields: dict[str, Any]  # keys only a crossover has
+    threshold: int
+    deciding: list[int]  # levels whose flags would put the outcome in doubt
+    what: str  # those points, in words
+
+
+def _crossover_fields(
+    crossing: Crossing, boot_c: np.ndarray, levels: list[int], batch: list[float],
+    pair: Pair, notes: list[str],
+) -> _Outcome:
+    assert crossing.crossover_concurrency is not None and crossing.bracket is not None
+    c_star = crossing.crossover_concurrency
+    lo, hi = percentile_interval(boot_c, c_star)
+    b_star = batch_at(levels, batch, c_star)
+    fields = {
+        "crossover_concurrency": round(c_star, 2),
+        "interval": [round(lo, 2), round(hi, 2)],
+        "crossover_batch_size": round(b_star, 2),
+        "threshold_interval": [threshold_from_batch(batch_at(levels, batch, lo)),
+                               threshold_from_batch(batch_at(levels, batch, hi))],
+    }
+    if hi >= levels[-1] or lo <= levels[0]:
+        notes.append(
+            "the interval reaches the edge of the measured grid, so the crossing may lie "
+            "outside it; add levels beyond the edge or repeats (--repeats 3)"
+        )
+    low_c, high_c = crossing.bracket
+    if crossing.n_crossings > 1:
+        notes.append(
+            f"{pair.ratio_name} crosses 1 from above {crossing.n_crossings} times; the last "
+            f"crossing (c={low_c}→{high_c}), after which EAGLE-3 stays behind, is used"
+        )
+    if not crossing.confirmed:
+        notes.append(
+            f"the crossing lies between the two highest levels ({low_c} and "
+            f"{high_c}), so no further level confirms it; add a higher level"
+        )
+    return _Outcome(fields, threshold_from_batch(b_star), [low_c, high_c],
+                    "the points bracketing the crossover")
+
+
+def _outcome(
+    crossing: Crossing, boot_c: np.ndarray, levels: list[int], batch: list[float],
+    ratio: list[float], pair: Pair, notes: list[str],
+) -> _Outcome:
+    """Threshold, interval (for a crossover) and the notes that belong to the outcome."""
+    if crossing.outcome == "eagle3_never_wins":
+        return _Outcome({}, 1, [levels[0]],
+                        "the lowest-load points, where EAGLE-3 should win most,")
+    if crossing.outcome == "eagle3_always_wins":
+        if min(ratio) < 1.0:
+            below = [c for c, r in zip(levels, ratio, strict=True) if r < 1.0]
+            notes.append(f"{pair.ratio_name} dips below 1 at c={below} but EAGLE-3 is ahead "
+                         "again at the top level; treated as noise, no switch-off")
+        return _Outcome({}, levels[-1] + 1, [levels[-1]],
+                        f"the highest-load points, where {pair.den_words} should win,")
+    return _crossover_fields(crossing, boot_c, levels, batch, pair, notes)
+
+
+def _reliability_notes(
+    summary: pd.DataFrame, prompt_set: str, pair: Pair, decided: _Outcome, levels: list[int],
+    methods: list[str], support: float,
+) -> list[str]:
+    """Notes on how far the outcome can be trusted: flags, a single level, no spread, support."""
+    notes = []
+    rows = summary[(summary["prompt_set"] == prompt_set)
+                   & summary["mode"].isin((pair.num, pair.den))
+                   & summary["concurrency"].isin(decided.deciding)]
+    raised = [f"{r.mode} c={r.concurrency}: {r.flags}" for r in rows.itertuples()
+              if str(r.flags).strip()]
+    if raised:
+        notes.append(f"{decided.what} carry flags ({'; '.join(raised)}); check them (see the "
+                     "report's Flags section) before trusting the outcome")
+    if len(levels) == 1:
+        notes.append(
+            f"only one concurrency level (c={levels[0]}) was measured in both {pair.num} and "
+            f"{pair.den}, so the crossover cannot be located; sweep several levels, e.g. "
+            "--concurrency 1,8,64,250"
+        )
+    if methods == ["none"]:
+        notes.append("no repeats, time slices or CI columns: the interval has zero width")
+    if support < 0.8:
+        notes.append(f"only {support:.0%} of bootstrap curves agree with this outcome; "
+                     "add repeats (--repeats 3) or lengthen the window")
+    return notes
+
+
+def _methods(curve: RatioCurve) -> list[str]:
+    return sorted({part for m in curve.methods for part in m.split("+")})
+
+
+def decide(
+    summary: pd.DataFrame, prompt_set: str, pair: Pair, stats: tuple[dict[int, LevelStats],
+                                                                     dict[int, LevelStats]],
+    levels: list[int], *, seed: int, resamples: int, durations: RequestDurations | None = None,
+) -> dict[str, Any]:
+    """The crossing of EAGLE-3 with `pair.den` for one prompt set, as analysis.json keys."""
+    notes: list[str] = []
+    curve = ratio_curve(stats[0], stats[1], levels, durations, (pair.num, pair.den), prompt_set)
+    crossing = find_crossing(levels, curve.ratio)
+    draws = ratio_draws(curve, seed=seed, resamples=resamples)
+    boot_outcome, boot_c, _ = crossings(np.log2(np.asarray(levels, dtype=float)), draws)
+    support = float(np.mean(boot_outcome == OUTCOMES.index(crossing.outcome)))
+    batch, over = batch_sizes(summary, prompt_set, levels, (pair.num, pair.den))
+    if over:
+        notes.append(
+            f"the server reported more running requests than there were users at c={over}; "
+            "batch sizes were capped at c (check the server's running-requests metric)"
+        )
+    decided = _outcome(crossing, boot_c, levels, batch, curve.ratio, pair, notes)
+    methods = _methods(curve)
+    notes += _reliability_notes(summary, prompt_set, pair, decided, levels, methods, support)
+    ratio_band = band(draws)
+    return {
+        "outcome": crossing.outcome,
+        "crossover_concurrency": None,
+        "interval": None,
+        "confirmed": crossing.confirmed,
+        **decided.fields,
+        "threshold_batch_size": decided.threshold,
+        "outcome_support": round(support, 3),
+        "interval_method": methods,
+        "levels": levels,
+        "ratio_by_concurrency": {str(c): round(r, 4)
+                                 for c, r in zip(levels, curve.ratio, strict=True)},
+        "ratio_interval_by_concurrency": {
+            str(c): [round(float(ratio_band[0, i]), 4), round(float(ratio_band[1, i]), 4)]
+            for i, c in enumerate(levels)
+        },
+        "batch_size_by_concurrency": {str(c): round(b, 2)
+                                      for c, b in zip(levels, batch, strict=True)},
+        "notes": notes,
+    }

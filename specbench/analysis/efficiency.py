@@ -1,0 +1,71 @@
+"""How close a switching server comes to the static curves it switches between, and the tax.
+
+* :func:`relative_to_best`: a configuration's tok/s over the best of some static curves at each
+  level it measured; a level between the static curves' levels (the T-1, T, T+1 straddle levels
+  of a dynamic server) uses the static curves interpolated log-log and is listed as
+  interpolated; a level outside them has no value.
+* :func:`tax`: 1 - zero-step / baseline per level: what one adaptive server pays for keeping the
+  speculative path when it drafts nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from specbench.analysis.curves import value_at
+
+
+@dataclass(frozen=True)
+class Relative:
+    """A configuration's tok/s relative to the best of other curves, per level."""
+
+    by_level: dict[str, float]
+    interpolated: list[int]
+    outside: list[int]
+
+    @property
+    def minimum(self) -> float | None:
+        return min(self.by_level.values()) if self.by_level else None
+
+
+def relative_to_best(
+    values: Mapping[int, float], curves: Sequence[Mapping[int, float]],
+) -> Relative:
+    """values[c] / max over `curves` at c (see the module docstring)."""
+    by_level: dict[str, float] = {}
+    interpolated: list[int] = []
+    outside: list[int] = []
+    if not curves:
+        return Relative(by_level, interpolated, outside)
+    for c, tok_s in sorted(values.items()):
+        at = [value_at(curve, c) for curve in curves]
+        if any(v is None for v in at):
+            outside.append(c)
+            continue
+        if any(c not in curve for curve in curves):
+            interpolated.append(c)
+        best = max(v for v in at if v is not None)
+        if best > 0:
+            by_level[str(c)] = round(tok_s / best, 4)
+    return Relative(by_level, interpolated, outside)
+
+
+def tax(zero_step: Mapping[int, float], baseline: Mapping[int, float]) -> dict[str, float]:
+    """1 - zero-step / baseline at each level both measured."""
+    return {str(c): round(1.0 - zero_step[c] / baseline[c], 4)
+            for c in sorted(set(zero_step) & set(baseline)) if baseline[c] > 0}
+
+
+def plain_advantage(
+    baseline: Mapping[int, float], speculative: Sequence[Mapping[int, float]],
+    levels: Sequence[int],
+) -> dict[str, float]:
+    """baseline / best speculative configuration - 1 at `levels` (where all were measured):
+    how much faster a separate plain server is than any one speculative server there."""
+    out: dict[str, float] = {}
+    for c in levels:
+        best = [curve[c] for curve in speculative if c in curve]
+        if c in baseline and best and max(best) > 0:
+            out[str(c)] = round(baseline[c] / max(best) - 1.0, 4)
+    return out

@@ -1,0 +1,121 @@
+"""One prompt set's analysis: both decisions, the efficiencies, the tax and the schedule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specbench.analysis import schedule as schedule_mod
+from specbench.analysis import text
+from specbench.analysis.crossover import ONE_SERVER, PLAIN, decide, shared_levels
+from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
+from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
+from specbench.analysis.intervals import RequestDurations
+from specbench.results import Run
+
+DYNAMIC = "dynamic"
+
+
+def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, LevelStats]]:
+    stats = {mode: level_stats(run.summary, mode, prompt_set, inflation)
+             for mode in ("baseline", "eagle3")}
+    for mode, found in stats.items():
+        if not found:
+            raise AnalysisError(
+                f"prompt set {prompt_set!r} has no {mode} points in {run.path}; measure them with "
+                f"`specbench sweep --modes baseline,eagle3 --resume {run.path}`"
+            )
+    return stats
+
+
+def _one_server(
+    run: Run, prompt_set: str, spec: dict[int, LevelStats], inflation: float, *,
+    seed: int, resamples: int, durations: RequestDurations,
+) -> dict[str, Any]:
+    """EAGLE-3 vs the zero-step curve, and the dynamic server's efficiency against both."""
+    zero = level_stats(run.summary, ONE_SERVER.den, prompt_set, inflation)
+    notes: list[str] = []
+    try:
+        levels = shared_levels(ONE_SERVER, prompt_set, spec, zero, str(run.path), notes)
+    except AnalysisError as exc:
+        why = ("no zero-step curve: the one-server threshold needs one (add zero-step to "
+               "--modes)") if not zero else str(exc)
+        return {"outcome": None, "crossover_concurrency": None, "interval": None,
+                "threshold_batch_size": None, "efficiency": {}, "notes": [
+                    f"{why}; the threshold falls back to the baseline crossover"]}
+    out = decide(run.summary, prompt_set, ONE_SERVER, (spec, zero), levels,
+                 seed=seed + 1, resamples=resamples, durations=durations)
+    out["notes"] = notes + out["notes"]
+    dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
+    relative = relative_to_best(dynamic, [means(spec), means(zero)])
+    if relative.outside:
+        out["notes"].append("dynamic levels outside the static grid have no efficiency value: "
+                            f"{relative.outside}")
+    out.update(efficiency=relative.by_level, efficiency_interpolated=relative.interpolated,
+               efficiency_min=relative.minimum)
+    out["claim"] = text.one_server_claim(prompt_set, out)
+    out["sentence"] = f"{out['claim']}; {text.advice(out['threshold_batch_size'], levels[-1])}"
+    return out
+
+
+def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],
+                  base: dict[int, float]) -> dict[str, Any]:
+    """The plain-server decision: c*, the zero-step tax, and how much faster a plain server is."""
+    zero = mean_by_level(run.summary, "zero-step", prompt_set, "output_tok_s")
+    speculative = [mean_by_level(run.summary, name, prompt_set, "output_tok_s")
+                   for name in {"eagle3", *schedule_mod.k_curves(run, prompt_set).values()}]
+    if plain["outcome"] == "crossover":
+        above = [c for c in plain["levels"] if c > plain["crossover_concurrency"]]
+    else:
+        above = plain["levels"] if plain["outcome"] == "eagle3_never_wins" else []
+    out = {key: plain[key] for key in ("outcome", "crossover_concurrency", "interval",
+                                       "threshold_batch_size")}
+    out.update(tax=tax(zero, base), faster_above=plain_advantage(base, speculative, above))
+    out["claim"] = plain["claim"]
+    out["sentence"] = f"{plain['claim']}; {text.plain_consequence(out)}"
+    return out
+
+
+def paired_durations(run: Run) -> RequestDurations:
+    """The run's request durations, calibrated on every paired comparison both decisions make."""
+    durations = RequestDurations(run)
+    block_means = []
+    for name in run.prompt_sets:
+        for pair in (PLAIN, ONE_SERVER):
+            num = level_stats(run.summary, pair.num, name)
+            den = level_stats(run.summary, pair.den, name)
+            for c in sorted(set(num) & set(den)):
+                means = durations.blocks((pair.num, pair.den), name, num[c], den[c])
+                if means is not None:
+                    block_means.append(means)
+    durations.calibrate(block_means)
+    return durations
+
+
+def analyze_prompt_set(
+    run: Run, prompt_set: str, *, seed: int, resamples: int, inflation: float = 1.0,
+    durations: RequestDurations | None = None,
+) -> dict[str, Any]:
+    """Both decisions, efficiencies, tax and schedule for one prompt set (analysis.json keys)."""
+    durations = durations if durations is not None else paired_durations(run)
+    stats = _static(run, prompt_set, inflation)
+    base, spec = stats["baseline"], stats["eagle3"]
+    notes: list[str] = []
+    levels = shared_levels(PLAIN, prompt_set, spec, base, str(run.path), notes)
+    out = decide(run.summary, prompt_set, PLAIN, (spec, base), levels,
+                 seed=seed, resamples=resamples, durations=durations)
+    out["notes"] = notes + out["notes"]
+    # The envelope against both plain curves, as before the zero-step curve existed.
+    dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
+    envelope = relative_to_best(dynamic, [means(base), means(spec)])
+    if envelope.outside:
+        out["notes"].append("dynamic levels outside the static grid have no envelope value: "
+                            f"{envelope.outside}")
+    out.update(envelope_efficiency=envelope.by_level, envelope_interpolated=envelope.interpolated,
+               envelope_min=envelope.minimum)
+    out["claim"] = text.plain_claim(prompt_set, out)
+    out["one_server"] = _one_server(run, prompt_set, spec, inflation, seed=seed,
+                                    resamples=resamples, durations=durations)
+    out["plain_server"] = _plain_server(run, prompt_set, out, means(base))
+    out["schedule"] = schedule_mod.schedule(run, prompt_set)
+    out["sentence"] = text.set_sentence(out)
+    return out

@@ -1,0 +1,170 @@
+"""The tuned schedule: the best draft length K per level, as batch-size slots.
+
+From the static curves of one prompt set, EAGLE-3 at each K measured (``eagle3`` at the run's
+K, ``eagle3-k<K>``) and ``zero-step`` as K = 0:
+
+* **Per level** the K with the highest tok/s (a tie goes to the smaller K: less work for the
+  same tokens). A run of levels whose best K differs from the K on both sides of it by less
+  than :data:`SMOOTH_TOLERANCE` at each of its levels takes the neighbours' K
+  (``measured_best`` keeps the raw winners): such a blip is within a level's run-to-run noise
+  (1-3% on the simulator, benchmarks/interval_calibration.py), and a slot a few batch sizes
+  wide would switch the steps back and forth as the running batch fluctuates around it.
+* **Slots.** Where the best K changes between two neighbouring levels, the two curves cross
+  between them; the crossing is interpolated in log2 c (as the crossover is) and mapped to the
+  servers' measured batch size (mean running requests of the candidates, at most c); the slot
+  of the new K starts at the smallest whole batch size at or above it. The first slot starts at
+  batch size 1, neighbouring slots with the same K are merged, and a slot that a later one
+  would start before is dropped. Each slot gets one candidate in the adaptive JSON, so SGLang's
+  EMA never moves it.
+* **Efficiency** (once the tuned server was measured): tuned / max over the static
+  configurations (each K and zero-step) per level, and tuned / sglang-default (SGLang's EMA
+  schedule from bare ``--speculative-adaptive``) with its geometric mean over levels.
+
+The slots need at least two K >= 1 (the several-K curves of ``specbench tune``); without them
+there is no schedule (None).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+from specbench import configurations
+from specbench.analysis.curves import batch_at, batch_sizes, mean_by_level, threshold_from_batch
+from specbench.analysis.efficiency import relative_to_best
+from specbench.errors import ConfigError
+from specbench.results import Run
+from specbench.stats import geomean
+
+SMOOTH_TOLERANCE = 0.02
+TUNED = "tuned"
+SGLANG_DEFAULT = "sglang-default"
+ZERO_STEP = "zero-step"
+
+
+def k_curves(run: Run, prompt_set: str) -> dict[int, str]:
+    """K -> the static configuration measuring it for this set (zero-step is K = 0)."""
+    default_k = run.manifest.config.server.speculative_num_steps
+    present = set(run.summary.loc[run.summary["prompt_set"] == prompt_set, "mode"])
+    out: dict[int, str] = {}
+    for name in present:
+        try:
+            config = configurations.parse(str(name))
+        except ConfigError:
+            continue
+        if config.kind == "eagle3":
+            k = config.num_steps(default_k)
+        elif config.name == ZERO_STEP:
+            k = 0
+        else:
+            continue
+        # `eagle3` and `eagle3-k<its K>` measure the same server; keep `eagle3`.
+        if k not in out or name == "eagle3":
+            out[k] = str(name)
+    return dict(sorted(out.items()))
+
+
+def _switch_key(
+    curves: dict[int, dict[int, float]], pair: tuple[int, int], between: tuple[int, int],
+    levels: list[int], batch: list[float],
+) -> int:
+    """The first batch size of K `pair[1]`'s slot: where its curve overtakes K `pair[0]`'s."""
+    (ka, kb), (a, b) = pair, between
+    ra = curves[ka][a] / curves[kb][a]  # >= 1: ka is the best at a
+    rb = curves[ka][b] / curves[kb][b]  # <= 1: kb is the best at b
+    frac = (ra - 1.0) / (ra - rb) if ra != rb else 0.5
+    frac = min(max(frac, 0.0), 1.0)
+    x = math.log2(a) + frac * (math.log2(b) - math.log2(a))
+    return threshold_from_batch(batch_at(levels, batch, 2.0 ** x))
+
+
+def _smooth(curves: dict[int, dict[int, float]], best: dict[int, int],
+            levels: list[int]) -> dict[int, int]:
+    """The per-level K with noise blips taken out (see the module docstring)."""
+    segments: list[tuple[int, list[int]]] = []
+    for c in levels:
+        if segments and segments[-1][0] == best[c]:
+            segments[-1][1].append(c)
+        else:
+            segments.append((best[c], [c]))
+    i = 1
+    while i < len(segments) - 1:
+        k, at = segments[i]
+        neighbour = segments[i - 1][0]
+        close = all(curves[neighbour][c] >= (1 - SMOOTH_TOLERANCE) * curves[k][c] for c in at)
+        if neighbour == segments[i + 1][0] and close:
+            merged = segments[i - 1][1] + at + segments[i + 1][1]
+            segments[i - 1:i + 2] = [(neighbour, merged)]
+            i = max(1, i - 1)
+        else:
+            i += 1
+    return {c: k for k, at in segments for c in at}
+
+
+def _slots(curves: dict[int, dict[int, float]], best: dict[int, int], levels: list[int],
+           batch: list[float]) -> list[tuple[int, int]]:
+    slots = [(1, best[levels[0]])]
+    for a, b in itertools.pairwise(levels):
+        if best[a] == best[b]:
+            continue
+        key = _switch_key(curves, (best[a], best[b]), (a, b), levels, batch)
+        while len(slots) > 1 and key <= slots[-1][0]:
+            slots.pop()  # a later switch starts before this slot: the slot never runs
+        if key <= slots[-1][0]:
+            slots[-1] = (slots[-1][0], best[b])
+        else:
+            slots.append((key, best[b]))
+    merged: list[tuple[int, int]] = []
+    for key, k in slots:
+        if not merged or merged[-1][1] != k:
+            merged.append((key, k))
+    return merged
+
+
+def _measured(run: Run, prompt_set: str, curves: list[dict[int, float]]) -> dict[str, Any]:
+    """Efficiency of the tuned server and its ratio to SGLang's default, where measured."""
+    summary = run.summary
+    tuned = mean_by_level(summary, TUNED, prompt_set, "output_tok_s")
+    default = mean_by_level(summary, SGLANG_DEFAULT, prompt_set, "output_tok_s")
+    relative = relative_to_best(tuned, curves)
+    vs_default = {str(c): round(tuned[c] / default[c], 4)
+                  for c in sorted(set(tuned) & set(default)) if default[c] > 0}
+    return {
+        "efficiency": relative.by_level,
+        "efficiency_interpolated": relative.interpolated,
+        "efficiency_min": relative.minimum,
+        "vs_sglang_default": vs_default,
+        "vs_sglang_default_geomean": (round(geomean(list(vs_default.values())), 4)
+                                      if vs_default else None),
+    }
+
+
+def schedule(run: Run, prompt_set: str) -> dict[str, Any] | None:
+    """The schedule entry of analysis.json for one prompt set; None without several K."""
+    names = k_curves(run, prompt_set)
+    if sum(k > 0 for k in names) < 2:
+        return None
+    summary = run.summary
+    curves = {k: mean_by_level(summary, name, prompt_set, "output_tok_s")
+              for k, name in names.items()}
+    levels = sorted(set.intersection(*(set(c) for c in curves.values())))
+    levels = [c for c in levels if all(curve[c] > 0 for curve in curves.values())]
+    if not levels:
+        return None
+    measured = {c: max(curves, key=lambda k: (curves[k][c], -k)) for c in levels}
+    best = _smooth(curves, measured, levels)
+    batch, _ = batch_sizes(summary, prompt_set, levels, names.values())
+    slots = _slots(curves, best, levels, batch)
+    applied = run.manifest.tuned.get(prompt_set)
+    return {
+        "slots": {str(key): k for key, k in slots},
+        "per_level": {str(c): best[c] for c in levels},
+        "measured_best": {str(c): measured[c] for c in levels},
+        "candidates": {str(k): name for k, name in names.items()},
+        "levels": levels,
+        "batch_size_by_concurrency": {str(c): round(b, 2)
+                                      for c, b in zip(levels, batch, strict=True)},
+        "applied_slots": dict(applied) if applied else None,
+        **_measured(run, prompt_set, list(curves.values())),
+    }

@@ -1,0 +1,156 @@
+"""The analysis in words: claims, advice, the finding and `specbench threshold`'s text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from specbench.analysis.mix import MIX_SET, chosen_threshold
+from specbench.configurations import Schedule
+from specbench.engines.argv import adaptive_config  # the adaptive JSON's format, printed here
+
+
+def c_words(value: float) -> str:
+    """A concurrency for a sentence: whole from 9.5 up, else one decimal without a trailing 0."""
+    return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def _grid(levels: list[int]) -> str:
+    return f"{levels[0]}–{levels[-1]}" if len(levels) > 1 else f"{levels[0]}"
+
+
+def plain_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
+    """What EAGLE-3 vs the baseline shows for one prompt set, without the advice."""
+    levels = out["levels"]
+    outcome = out["outcome"]
+    if outcome == "crossover":
+        lo, hi = out["interval"]
+        return (f"EAGLE-3 wins below {c_words(out['crossover_concurrency'])} concurrent requests "
+                f"({prompt_set}; 95% interval {c_words(lo)}–{c_words(hi)})")
+    if outcome == "eagle3_never_wins":
+        return (f"EAGLE-3 never wins ({prompt_set}): the baseline is faster at every measured "
+                f"level ({_grid(levels)} concurrent requests)")
+    return (f"EAGLE-3 wins at every measured level ({prompt_set}; {_grid(levels)} concurrent "
+            "requests), no crossover in range")
+
+
+def one_server_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
+    """What EAGLE-3 vs its zero-step path shows for one prompt set."""
+    outcome = out["outcome"]
+    if outcome == "crossover":
+        lo, hi = out["interval"]
+        return (f"EAGLE-3 beats its zero-step path below {c_words(out['crossover_concurrency'])} "
+                f"concurrent requests ({prompt_set}; 95% interval {c_words(lo)}–{c_words(hi)})")
+    if outcome == "eagle3_never_wins":
+        return (f"the zero-step path is as fast as EAGLE-3 or faster at every measured level "
+                f"({prompt_set}; {_grid(out['levels'])} concurrent requests)")
+    return (f"EAGLE-3 beats its zero-step path at every measured level ({prompt_set}; "
+            f"{_grid(out['levels'])} concurrent requests)")
+
+
+def advice(threshold: int, top_level: int) -> str:
+    """What to do with a threshold, in words."""
+    if threshold <= 1:
+        return "never draft (threshold 1)"
+    if threshold > top_level:
+        return f"keep drafting at every measured batch size (threshold {threshold})"
+    return f"stop drafting at batch size {threshold}"
+
+
+def _pct_range(values: list[float]) -> str:
+    lo, hi = min(values) * 100, max(values) * 100
+    return f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
+
+
+def plain_consequence(plain: Mapping[str, Any]) -> str:
+    """"above c*, a separate plain server is x% faster", from the measured levels."""
+    faster = list(plain.get("faster_above", {}).values())
+    outcome = plain["outcome"]
+    if outcome == "eagle3_always_wins":
+        return "a separate plain server does not pay off in the measured range"
+    by = f" {_pct_range(faster)}" if faster else ""
+    if outcome == "eagle3_never_wins":
+        return (f"a separate plain server is{by} faster than any speculative configuration "
+                "measured, at every level")
+    return (f"above it a separate plain server is{by} faster than any speculative "
+            "configuration measured")
+
+
+def set_sentence(entry: Mapping[str, Any]) -> str:
+    """One prompt set's answer: the one-server advice, then the plain-server decision."""
+    one = entry.get("one_server") or {}
+    if one.get("outcome") is None:
+        return f"{entry['claim']}; {advice(entry['threshold_batch_size'], entry['levels'][-1])}"
+    plain = entry["plain_server"]
+    if plain["outcome"] == "eagle3_never_wins":
+        # A plain server is the answer; say what one adaptive server should do all the same.
+        return (f"Plain server: {plain['sentence']}; serve without speculative decoding. If one "
+                f"adaptive server must serve it anyway: {one['sentence']}")
+    return f"One server: {one['sentence']}. Plain server: {plain['sentence']}"
+
+
+def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
+            source: str | None, mix: Mapping[str, Any] | None) -> str:
+    """The run's finding: every set's answer, then the mixed-deployment recommendation."""
+    parts = [f"{s['sentence']}." for s in sets.values()]
+    if source == "mix" and recommended is not None:
+        top = sets[MIX_SET]["levels"][-1]
+        losses = (mix or {}).get("max_loss_by_set", {})
+        cost = ", ".join(f"{name} up to {loss:.1%}" for name, loss in losses.items())
+        parts.append(f"Mixed deployment (measured mix): {advice(recommended, top)}"
+                     + (f"; throughput lost there against each set's better static curve: "
+                        f"{cost}." if cost else "."))
+    elif source is None:
+        parts.append(per_set_thresholds(sets) + ".")
+    return " ".join(parts)
+
+
+def per_set_thresholds(sets: Mapping[str, Mapping[str, Any]]) -> str:
+    shown = ", ".join(f"{name} {chosen_threshold(s)}" for name, s in sets.items())
+    names = [n for n in sets if n != MIX_SET]
+    weights = ",".join(f"{n}={1 / len(names):.2g}" for n in names)
+    return (f"Per-set thresholds (batch size): {shown}; a mixed-deployment threshold needs a "
+            f"measured mix (--mix {weights})")
+
+
+def _decision_lines(name: str, s: Mapping[str, Any]) -> list[str]:
+    lines = [f"{name}: {s['sentence']}"]
+    for label, d in (("one server", s.get("one_server") or {}), ("plain server", s)):
+        if d.get("outcome") != "crossover":
+            continue
+        lo, hi = d["interval"]
+        lines.append(
+            f"  {label}: c* = {d['crossover_concurrency']:.1f} (95% interval {lo:.1f}–{hi:.1f}), "
+            f"server batch size {d['crossover_batch_size']:.1f} -> threshold "
+            f"{d['threshold_batch_size']} (interval {d['threshold_interval'][0]}–"
+            f"{d['threshold_interval'][1]}), bootstrap support {d['outcome_support']:.0%}"
+        )
+    notes = [*s["notes"], *((s.get("one_server") or {}).get("notes") or [])]
+    lines.extend(f"  note: {note}" for note in notes)
+    slots = (s.get("schedule") or {}).get("slots")
+    if slots:
+        schedule = Schedule(tuple((int(k), int(v)) for k, v in slots.items()))
+        lines.append(f"  tuned schedule (batch size: steps) {slots}; adaptive JSON "
+                     + json.dumps(schedule.to_json()))
+    return lines
+
+
+def threshold_summary_text(result: Mapping[str, Any], k: int) -> str:
+    """Plain text for `specbench threshold RUN_DIR`: per set c*, interval, T, then the advice."""
+    lines = [line for name, s in result["prompt_sets"].items()
+             for line in _decision_lines(name, s)]
+    t = result["recommended_threshold"]
+    if t is None:
+        lines.append(per_set_thresholds(result["prompt_sets"]))
+        return "\n".join(lines)
+    source = result.get("recommendation_source")
+    lines.append(f"recommended threshold: {t}" + (" (the measured mix)" if source == "mix" else ""))
+    if t <= 1:
+        lines.append("SGLang: run without speculative decoding, or draft zero steps at every "
+                     "batch size:")
+    else:
+        lines.append(f"SGLang: draft {k} steps below batch size {t}, none from {t} on:")
+    lines.append("  --speculative-adaptive --speculative-adaptive-config FILE  with FILE = "
+                 + json.dumps(adaptive_config(k, t)))
+    return "\n".join(lines)
