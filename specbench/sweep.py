@@ -154,7 +154,7 @@ class Sweep:
         self.run_dir = run_dir
         self.manifest = manifest
         self.console = console
-        self.ordered = {n: prompts.ordered_requests(ps, cfg.load.seed) for n, ps in sets.items()}
+        self._orders: dict[tuple[str, int], list[prompts.PromptRequest]] = {}
         self.server: Server | None = None  # the one running server, stopped on any exit
         self.name_width = max([8, *(len(name) for name in cfg.modes)])
 
@@ -215,7 +215,7 @@ class Sweep:
                 if n in stored
             }
         if config.adaptive == "schedule":
-            return {n: Schedule(tuple((int(k), v) for k, v in slots.items()))
+            return {n: Schedule(tuple(sorted((int(k), v) for k, v in slots.items())))
                     for n, slots in self.manifest.tuned.items() if n in self.sets}
         return dict.fromkeys(self.sets)
 
@@ -332,10 +332,26 @@ class Sweep:
                     "several K and zero-step; run specbench tune (or add eagle3-k<K> and "
                     "zero-step to --modes)"
                 )
-            self.manifest.tuned[name] = {str(k): int(v) for k, v in schedule.items()}
+            slots = {str(k): int(v) for k, v in schedule.items()}
+            if not any(slots.values()):
+                # All zero: SGLang still needs a K among the candidates (a slot no batch reaches).
+                slots = {"0": self._steps(configurations.parse("tuned")), **slots}
+            self.manifest.tuned[name] = slots
         shown = "; ".join(f"{n} {slots}" for n, slots in self.manifest.tuned.items())
         self.console.print(f"tuned schedules (batch size: steps): {shown}")
         self.manifest.save(self.run_dir)
+
+    def _requests(self, name: str, repeat: int) -> list[prompts.PromptRequest]:
+        """The send order of a set for one repeat: seed + repeat, the same for every
+        configuration, so repeats vary the prompts and configurations stay paired."""
+        if (name, repeat) not in self._orders:
+            ps = self.sets[name]
+            if ps.source == "mix":  # a mix is built in its own order (seeded at load)
+                order = list(ps.requests)
+            else:
+                order = prompts.ordered_requests(ps, self.cfg.load.seed + repeat)
+            self._orders[(name, repeat)] = order
+        return self._orders[(name, repeat)]
 
     def _point_spec(self, key: PointKey, server: Server) -> runner.PointSpec:
         load = self.cfg.load
@@ -344,7 +360,7 @@ class Sweep:
             protocol=load.protocol,
             model=server.model_name(self.cfg.server.model_path),
             concurrency=key.concurrency,
-            requests=self.ordered[key.prompt_set],
+            requests=self._requests(key.prompt_set, key.repeat),
             warmup_s=load.warmup_s / server.time_scale,
             warmup_min_requests=math.ceil(load.warmup_requests_per_user * key.concurrency),
             warmup_max_s=max(load.warmup_max_s, load.warmup_s) / server.time_scale,

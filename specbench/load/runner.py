@@ -31,7 +31,6 @@ flagged (:mod:`specbench.metrics`).
 from __future__ import annotations
 
 import asyncio
-import re
 import resource
 import time
 from collections.abc import Sequence
@@ -41,13 +40,12 @@ import aiohttp
 import numpy as np
 
 from specbench.errors import UserError
+from specbench.load.prometheus import GAUGES, MetricsSnapshot, parse_prometheus
 from specbench.load.protocols import ParsedStream, get_protocol
 from specbench.prompts import PromptRequest
 
 _LAG_PROBE_S = 0.010
-# SGLang's load gauges (real servers export them; so does the simulator), sampled through the
-# window: about eight scrapes, at most four a second.
-GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
+# The load gauges are sampled through the window: about eight scrapes, at most four a second.
 _GAUGE_SAMPLES = 8
 _GAUGE_MIN_INTERVAL_S = 0.25
 # A user whose connection was refused waits this long before trying again: the server cannot
@@ -140,19 +138,6 @@ class RequestRecord:
     token_mismatch: bool  # final usage disagreed with the last streamed cumulative count
 
 
-@dataclass(frozen=True)
-class MetricsSnapshot:
-    """One scrape of the server's Prometheus ``/metrics``.
-
-    ``values`` maps each ``sglang:*`` sample name to its value summed over label sets
-    (histogram buckets left out; ``_sum``/``_count`` kept). ``t`` is the monotonic time half
-    way through the scrape.
-    """
-
-    t: float
-    values: dict[str, float]
-
-
 @dataclass(frozen=True, eq=False)
 class PointResult:
     # Every request alive at any moment of the window. repr=False: see RequestRecord.
@@ -204,29 +189,6 @@ class _Flight:
             return False
         tail = self.reads[-1] if len(self.reads[-1]) >= 16 else b"".join(self.reads[-2:])
         return tail.rstrip().endswith(b"[DONE]")
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """``sglang:*`` samples of a Prometheus text page, summed over label sets."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("sglang:"):
-            continue
-        m = _SAMPLE_RE.match(line)
-        if m is None:
-            continue
-        name = m.group(1)
-        if name.endswith(("_bucket", "_created")):
-            continue
-        try:
-            value = float(m.group(2))
-        except ValueError:
-            continue
-        values[name] = values.get(name, 0.0) + value
-    return values
-
-
-_SAMPLE_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{.*\})?\s+(\S+)(?:\s+\S+)?\s*$")
 
 
 def raise_fd_limit(concurrency: int) -> None:
