@@ -30,11 +30,13 @@ from typing import Any
 
 import pytest
 
-from specbench.config import ServerConfig
+from specbench import configurations
+from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info
 from specbench.engines import sglang as sg
+from specbench.engines.base import Server, verify
 from specbench.engines.process import free_port
 
 # slow: the probe imports SGLang and torch once (about 5 s) before the first test
@@ -353,6 +355,35 @@ def test_sglang_resolves_specbench_argv_as_intended(
 ):
     argv = specbench_argv(mode, models, tmp_path)
     assert_resolves_as_intended(probe, argv, mode, threshold=32 if mode == "dynamic" else None)
+
+
+# Every named configuration a sweep or `specbench tune` can launch, with the schedule the
+# engine would give it (a tuned one stands in for the tuned server's).
+CONFIGURATION_NAMES = sorted({*configurations.DEFAULT_NAMES, *configurations.TUNE_NAMES,
+                              "eagle3-k5", "dynamic-t40"})
+TUNED = Schedule(((1, 5), (17, 3), (129, 0)))
+
+
+@pytest.mark.parametrize("name", CONFIGURATION_NAMES)
+def test_every_configuration_is_accepted_by_sglang_and_passes_verify(
+    probe: Probe, models: ServerConfig, tmp_path: Path, name: str
+):
+    config = configurations.parse(name)
+    steps = config.num_steps(models.speculative_num_steps)
+    schedule = None
+    if config.adaptive == "threshold":
+        schedule = Schedule.from_threshold(steps, config.threshold or 32)
+    elif config.adaptive == "schedule":
+        schedule = TUNED
+    path = argv_mod.write_adaptive_config(tmp_path / f"{name}.json", schedule) if schedule else None
+    argv = argv_mod.build_argv(config, models, port=free_port(), max_running_requests=MAX_RUNNING,
+                               adaptive_config_path=path, schedule=schedule)
+    answer = probe.run({"op": "resolve", "argv": [*argv, "--device", "cpu"]})
+    assert answer["ok"], f"SGLang refused the {name} argv: {answer.get('error') or answer}"
+    cfg = SweepConfig(concurrency=(MAX_RUNNING,), server=models)
+    server = Server(config, "http://127.0.0.1:1", argv=argv, env={}, time_scale=1.0,
+                    info=answer["server_info"], schedule=schedule)
+    verify(server, cfg, launched=True)  # raises, naming the flag, when SGLang resolved otherwise
 
 
 def test_other_steps_and_cap_resolve_too(probe: Probe, models: ServerConfig, tmp_path: Path):
