@@ -535,6 +535,10 @@ def _check_sizes(ns: argparse.Namespace, max_running: int) -> None:
     for name, value in sizes:
         if value is not None and value <= 0:
             raise StartupError(2, f"specbench.sim: {name} must be positive, got {value}")
+    if ns.port > 65535:
+        raise StartupError(
+            2, f"specbench.sim: --port {ns.port} is out of range; use a port in 1-65535"
+        )
     if ns.cuda_graph_bs_decode is not None and any(b <= 0 for b in ns.cuda_graph_bs_decode):
         raise StartupError(2, "specbench.sim: --cuda-graph-bs-decode sizes must be positive")
 

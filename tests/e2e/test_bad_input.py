@@ -175,3 +175,21 @@ def test_readers_refuse_a_non_run(tmp_path: Path, command: str) -> None:
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "not a specbench run directory" in proc.stderr
+
+
+SIM_CASES = [
+    ("port out of range", ["--port", "70000"], "--port 70000 is out of range"),
+    ("zero running requests", ["--max-running-requests", "0"], "must be positive"),
+    ("zero context length", ["--context-length", "0"], "must be positive"),
+]
+
+
+@pytest.mark.parametrize("name, args, needle", SIM_CASES, ids=[c[0] for c in SIM_CASES])
+def test_simulator_flag_out_of_range_is_one_line(
+    tmp_path: Path, name: str, args: list[str], needle: str
+) -> None:
+    proc = run_cli(["sim", "--model-path", "m", *args], cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
