@@ -20,51 +20,17 @@ from typing import Any
 import pytest
 
 from specbench.sim.adaptive import AdaptiveRouter, SlotConfig, SlotState, load_adaptive_config
+from tests.sim.sglang_probe import PRELUDE
 
 pytestmark = pytest.mark.contract
 
 SGLANG_PYTHON = os.environ.get("SPECBENCH_SGLANG_PYTHON", sys.executable)
 
-# Runs under SGLANG_PYTHON; torchvision is imported by sglang but unused here, so it is stubbed
-# when the CPU-only environment lacks it.
-PROBE = r"""
-import importlib.abc, importlib.machinery, importlib.util, json, sys, types
-
-
-class _Any(type):
-    # Any attribute of a stubbed module is a class whose attributes are classes, and so on.
-
-    def __getattr__(cls, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Any(name, (), {})
-
-    def __call__(cls, *args, **kwargs):
-        return cls
-
-
-class _Stub(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "torchvision":
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        module.__version__ = "0.0.0"
-        module.__getattr__ = lambda name: _Any.__getattr__(_Any, name)
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-if importlib.util.find_spec("torchvision") is None:
-    sys.meta_path.append(_Stub())
+# Runs under SGLANG_PYTHON, after the shared prelude that stubs torchvision when it is missing.
+PROBE = PRELUDE + r"""
 from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams, AdaptiveStepSlot
 
-job = json.load(sys.stdin)
+job = JOB
 out = {"ema": [], "route": []}
 for case in job["ema"]:
     slot = AdaptiveStepSlot(case["initial"], case["cfg"])
