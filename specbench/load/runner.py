@@ -449,17 +449,25 @@ class _Point:
                 before = await self.scrape()
                 sampler = asyncio.create_task(self.sample_gauges())
             await self.closing.wait()
+            # Cancel at the close, before the last scrape: a slow scrape must not let the
+            # requests in flight run on to their end (and the server keep working for them).
+            await self.stop(users, probe)
             if sampler is not None:
                 await sampler
             if spec.scrape_metrics and not self.server_gone:
                 after = await self.scrape()
         finally:
-            for task in [*users, probe]:
-                task.cancel()
-            await asyncio.gather(*users, probe, return_exceptions=True)
-            # Requests still running were cancelled; their tokens inside the window count.
-            self.kept.extend(f for f in self.current if f is not None)
+            await self.stop(users, probe)
         return before, after
+
+    async def stop(self, users: list[asyncio.Task[None]], probe: asyncio.Task[None]) -> None:
+        if all(task.done() for task in [*users, probe]):
+            return
+        for task in [*users, probe]:
+            task.cancel()
+        await asyncio.gather(*users, probe, return_exceptions=True)
+        # Requests still running were cancelled; their tokens inside the window count.
+        self.kept.extend(f for f in self.current if f is not None)
 
     def records(self) -> list[RequestRecord]:
         out = []

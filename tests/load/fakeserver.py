@@ -42,6 +42,7 @@ class FakeOptions:
     hold_until: int | None = None  # hold every request until this many have arrived
     hold_timeout_s: float = 20.0
     api_key: str | None = None
+    metrics_delay_s: float = 0.0  # a slow /metrics, as a loaded server's can be
 
 
 @dataclass(frozen=True)
@@ -269,6 +270,7 @@ class FakeSGLang:
             step.set()
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(self.opts.metrics_delay_s)
         self._running_changed(0)
         lines = [
             "# HELP sglang:generation_tokens_total Number of generation tokens processed.",

@@ -96,6 +96,17 @@ def test_window_throughput_and_acceptance_match_the_servers_ground_truth(protoco
     assert result.metrics_before is not None and result.metrics_after is not None
 
 
+def test_requests_in_flight_are_cancelled_at_the_close_even_when_the_last_scrape_is_slow() -> None:
+    # Each request takes ~50 ms and the last /metrics scrape 0.4 s: were users cancelled only
+    # after it, every request would run to its end and none would count as cancelled.
+    opts = FakeOptions(output_tokens=25, step_s=0.002, metrics_delay_s=0.4)
+    result, _ = asyncio.run(measure(opts, concurrency=8, window_s=0.5, warmup_s=0.1))
+    s = summary(result)
+    assert s["n_errors"] == 0
+    assert s["n_cancelled"] == 8
+    assert result.metrics_after is not None
+
+
 def test_failures_are_classified_counted_and_the_point_goes_on() -> None:
     faults = ["http500", "truncate", "malformed", "error_event", "reset", "abort"]
 
