@@ -71,13 +71,13 @@ SERVER_SLACK_TOKENS_PER_USER = 4
 RUNNING_FRACTION_MIN = 0.80
 MIN_REQUESTS = 5
 
+# Only what a real SGLang server exports is read: the simulator's own extensions are for its
+# tests, so a check that works here works against SGLang (tests/test_metrics.py greps for it).
 GEN_TOKENS = "sglang:generation_tokens_total"  # SGLang counts a request's tokens as it finishes
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
+RUNNING_REQS = "sglang:num_running_reqs"  # gauges, sampled through the window
 QUEUE_REQS = "sglang:num_queue_reqs"
-# Simulator extensions: tokens counted as emitted, running-request integral, model clock.
-EMITTED_TOKENS = "sglang:sim_emitted_tokens_total"
-RUNNING_SECONDS = "sglang:sim_running_reqs_seconds_total"
-MODEL_SECONDS = "sglang:sim_model_seconds_total"
+RETRACTED = "sglang:num_retracted_requests_total"  # appears with the first retraction
 
 
 class Flag(Enum):
@@ -86,9 +86,12 @@ class Flag(Enum):
     CLIENT_BOUND = "client_bound"
     SERVER_DISAGREES = "server_disagrees"
     CAPPED_BY_SERVER = "capped_by_server"
+    RAN_BELOW_C = "ran_below_c"
     TOKEN_MISMATCH = "token_mismatch"
     ERROR_BUDGET = "error_budget"
     TOO_FEW_REQUESTS = "too_few_requests"
+    WINDOW_FORCED_OPEN = "window_forced_open"
+    WARMUP_ERRORS = "warmup_errors"
 
     @property
     def advice(self) -> str:
@@ -112,10 +115,18 @@ _ADVICE: dict[Flag, str] = {
         "else sends load to this server and that no proxy drops or buffers streams."
     ),
     Flag.CAPPED_BY_SERVER: (
-        "The server ran fewer requests than the concurrency asked for (above "
-        "--max-running-requests, or requests queued while the running batch stayed below "
-        f"{RUNNING_FRACTION_MIN:.0%} of c): the point measures the server's cap, not c. Raise "
-        "--max-running-requests (equally for every mode) or the KV-cache budget."
+        "The concurrency is above the server's --max-running-requests, so the extra users "
+        "only queue: the point measures the server's cap, not c. Raise "
+        "--max-running-requests (equally for every configuration) or leave this level out."
+    ),
+    Flag.RAN_BELOW_C: (
+        "The server ran fewer requests than the concurrency asked for: its sampled "
+        f"sglang:num_running_reqs averaged below {RUNNING_FRACTION_MIN:.0%} of c while requests "
+        "waited in its queue (sglang:num_queue_reqs) or were retracted "
+        "(sglang:num_retracted_requests_total), which is what a KV cache too small for c "
+        "running requests does. The point measures that limit, not c. Give the KV cache more "
+        "room (--mem-fraction-static, --max-total-tokens, shorter --context-length, more GPUs) "
+        "or leave this level out."
     ),
     Flag.TOKEN_MISMATCH: (
         "Token counts disagree: a final usage differed from the streamed cumulative count, or a "
@@ -129,6 +140,16 @@ _ADVICE: dict[Flag, str] = {
     Flag.TOO_FEW_REQUESTS: (
         f"Fewer than {MIN_REQUESTS} requests finished in the window, so latency percentiles "
         "and acceptance rest on very few samples. Use a longer window (window_s)."
+    ),
+    Flag.WINDOW_FORCED_OPEN: (
+        "The window opened with fewer than c users in flight (failing requests kept some "
+        "waiting to retry), so the point measured less load than c. Look at the errors in the "
+        "server log and the point's error columns, then rerun the point."
+    ),
+    Flag.WARMUP_ERRORS: (
+        "More warmup requests failed than the error budget allows: the server was not healthy "
+        "when the window opened, even if the window itself looks clean. Look at the server "
+        "log around the point's start, then rerun."
     ),
 }
 
@@ -283,31 +304,29 @@ class _ServerView:
     """The server's own counts over the window, from /metrics deltas (NaN where not reported)."""
 
     scrape_s: float  # model seconds between the two scrapes
-    emitted: float  # simulator: tokens counted as they are emitted
-    finished_tokens: float  # SGLang: tokens of the requests that finished in between
+    finished_tokens: float  # tokens of the requests that finished in between (SGLang's counter)
     verify_calls: float
-    running_s: float  # simulator: integral of running requests over model time
-    queued: float  # most requests waiting in the queue at either scrape
-
-    @property
-    def tokens(self) -> float:
-        # Tokens counted as emitted compare exactly with the window; SGLang's own counter moves
-        # only when a request finishes, which is the best a real server offers.
-        return self.emitted if math.isfinite(self.emitted) else self.finished_tokens
+    running_mean: float  # mean of the sampled running-requests gauge (NaN: none sampled)
+    queued_max: float  # most requests waiting in the queue in any sample
+    retracted: float  # requests the server retracted (preempted) between the scrapes
 
 
 def _server_view(result: PointResult, time_scale: float) -> _ServerView:
     before, after = result.metrics_before, result.metrics_after
-    scrape_s = _delta(before, after, MODEL_SECONDS)
-    if not math.isfinite(scrape_s):
-        scrape_s = (after.t - before.t) * time_scale if before and after else NAN
+    # The gauges as they stood at the window's start and through it; the last scrape comes
+    # after the cancellation, when they say nothing about the window.
+    samples = [s.values for s in ([before] if before else []) + list(result.gauges)]
+    running = [v[RUNNING_REQS] for v in samples if RUNNING_REQS in v]
+    retracted = NAN
+    if before is not None and after is not None:
+        retracted = after.values.get(RETRACTED, 0.0) - before.values.get(RETRACTED, 0.0)
     return _ServerView(
-        scrape_s=scrape_s,
-        emitted=_delta(before, after, EMITTED_TOKENS),
+        scrape_s=(after.t - before.t) * time_scale if before and after else NAN,
         finished_tokens=_delta(before, after, GEN_TOKENS),
         verify_calls=_delta(before, after, VERIFY_CALLS),
-        running_s=_delta(before, after, RUNNING_SECONDS),
-        queued=max((s.values.get(QUEUE_REQS, 0.0) for s in (before, after) if s), default=0.0),
+        running_mean=float(np.mean(running)) if running else NAN,
+        queued_max=max((v.get(QUEUE_REQS, 0.0) for v in samples), default=0.0),
+        retracted=retracted,
     )
 
 
@@ -359,9 +378,9 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
         "per_user_tok_s": _ratio(output_tok_s, float(result.concurrency)),
         "accept_length": accept_length,
         "tokens_per_chunk": _ratio(float(done_tokens), float(bearing_chunks)),
-        "server_output_tok_s": _ratio(server.tokens, server.scrape_s),
+        "server_output_tok_s": _ratio(server.finished_tokens, server.scrape_s),
         "server_accept_length": _ratio(server.finished_tokens, server.verify_calls),
-        "server_running_reqs_mean": _ratio(server.running_s, server.scrape_s),
+        "server_running_reqs_mean": server.running_mean,
         "client_cpu_frac": _ratio(result.client_cpu_s, wall_s),
         "loop_lag_ms_p50": result.loop_lag_ms.get("p50", NAN),
         "loop_lag_ms_p99": result.loop_lag_ms.get("p99", NAN),
@@ -396,18 +415,13 @@ def _client_bound(row: dict[str, Any], time_scale: float) -> bool:
 
 def _server_disagrees(result: PointResult, server: _ServerView) -> bool:
     before, after = result.metrics_before, result.metrics_after
-    if before is None or after is None or not math.isfinite(server.tokens):
+    if before is None or after is None or not math.isfinite(server.finished_tokens):
         return False
-    records = result.records
-    # Same interval on both sides: the client's tokens between the two scrapes.
-    seen = sum(window_tokens(r.chunk_t, r.chunk_tokens, before.t, after.t) for r in records)
     slack = float(SERVER_SLACK_TOKENS_PER_USER * result.concurrency)
-    if math.isfinite(server.emitted):
-        return not _within(server.emitted, seen, SERVER_TOLERANCE, slack)
     # SGLang's counter moves when a request finishes: compare with the requests that finished
     # between the scrapes; with hardly any there is nothing to compare (too_few_requests says
     # so).
-    ended = [r for r in records if r.status == "ok" and before.t < r.t_end <= after.t]
+    ended = [r for r in result.records if r.status == "ok" and before.t < r.t_end <= after.t]
     return not (len(ended) < MIN_REQUESTS or _within(
         server.finished_tokens, float(sum(r.completion_tokens for r in ended)),
         SERVER_TOLERANCE, slack))
@@ -424,9 +438,11 @@ def _flags(
         flags.append(Flag.CLIENT_BOUND)
     if _server_disagrees(result, server):
         flags.append(Flag.SERVER_DISAGREES)
-    if (max_running_requests is not None and c > max_running_requests) or (
-            server.queued > 0 and row["server_running_reqs_mean"] < RUNNING_FRACTION_MIN * c):
+    if max_running_requests is not None and c > max_running_requests:
         flags.append(Flag.CAPPED_BY_SERVER)
+    waited = server.queued_max > 0 or server.retracted > 0
+    if waited and server.running_mean < RUNNING_FRACTION_MIN * c:
+        flags.append(Flag.RAN_BELOW_C)
     if any(r.token_mismatch or (r.status == "ok" and (
             r.completion_tokens > r.max_tokens
             or (r.finish_reason == "length" and r.completion_tokens != r.max_tokens)))
@@ -437,6 +453,10 @@ def _flags(
         flags.append(Flag.ERROR_BUDGET)
     if n_requests < MIN_REQUESTS:
         flags.append(Flag.TOO_FEW_REQUESTS)
+    if result.window_forced_open:
+        flags.append(Flag.WINDOW_FORCED_OPEN)
+    if result.warmup_errors > error_budget * max(1, result.warmup_records):
+        flags.append(Flag.WARMUP_ERRORS)
     return flags
 
 

@@ -38,12 +38,16 @@ def point(records: list[RequestRecord], start: float = 0.0, end: float = 10.0, *
           concurrency: int = 4, cpu_s: float = 0.1, lag_p50_ms: float = 0.1,
           lag_p99_ms: float = 0.2,
           before: MetricsSnapshot | None = None,
-          after: MetricsSnapshot | None = None) -> PointResult:
+          after: MetricsSnapshot | None = None,
+          gauges: list[MetricsSnapshot] | None = None,
+          warmup: tuple[int, int] = (3, 0), forced_open: bool = False) -> PointResult:
     return PointResult(
-        records=records, window_start=start, window_end=end, warmup_records=3, warmup_errors=0,
-        client_cpu_s=cpu_s, loop_lag_ms={"p50": lag_p50_ms, "p99": lag_p99_ms, "max": 50.0},
+        records=records, window_start=start, window_end=end, warmup_records=warmup[0],
+        warmup_errors=warmup[1], client_cpu_s=cpu_s,
+        loop_lag_ms={"p50": lag_p50_ms, "p99": lag_p99_ms, "max": 50.0},
         metrics_before=before, metrics_after=after, server_gone=False,
-        concurrency=concurrency, protocol="openai-chat", end_reason="window_s")
+        concurrency=concurrency, protocol="openai-chat", end_reason="window_s",
+        window_forced_open=forced_open, gauges=gauges or [])
 
 
 # -- window arithmetic --------------------------------------------------------------------
@@ -151,39 +155,33 @@ def test_cancelled_and_errored_requests_count_their_window_tokens_but_not_as_fin
     assert s["n_errors_stream_truncated"] == 1 and s["n_errors_connect"] == 0
 
 
-def test_server_numbers_come_from_counter_deltas_in_model_time() -> None:
+def test_server_numbers_come_from_counter_deltas_and_sampled_gauges() -> None:
     records = [rec([(1.0 + i, 1), (1.5 + i, 100)], 0.5 + i, 1.6 + i, request_id=i, verify=40)
                for i in range(6)]
     before = MetricsSnapshot(t=0.0, values={metrics.GEN_TOKENS: 1000.0,
                                             metrics.VERIFY_CALLS: 100.0,
-                                            metrics.RUNNING_SECONDS: 50.0})
+                                            metrics.RUNNING_REQS: 3.0})
     after = MetricsSnapshot(t=10.0, values={metrics.GEN_TOKENS: 1600.0,
                                             metrics.VERIFY_CALLS: 340.0,
-                                            metrics.RUNNING_SECONDS: 50.0 + 4.0 * 20.0})
-    s = summarize_point(point(records, 0.0, 10.0, before=before, after=after), 2.0, None, 1.0)
-    assert s["server_output_tok_s"] == pytest.approx(600 / 20.0)
+                                            metrics.RUNNING_REQS: 0.0})
+    # The last scrape follows the cancellation: its gauge is not part of the window's mean.
+    gauges = [MetricsSnapshot(t, {metrics.RUNNING_REQS: v}) for t, v in ((3.0, 4.0), (6.0, 5.0))]
+    s = summarize_point(point(records, 0.0, 10.0, before=before, after=after, gauges=gauges),
+                        2.0, None, 1.0)
+    assert s["server_output_tok_s"] == pytest.approx(600 / 20.0)  # model time: 10 s wall x 2
     assert s["server_accept_length"] == pytest.approx(600 / 240)
     assert s["server_running_reqs_mean"] == pytest.approx(4.0)
     assert "server_disagrees" not in s["flags"]
 
 
-def test_simulator_counters_are_preferred_emitted_tokens_and_its_model_clock() -> None:
-    # 160 tokens in the window; SGLang's at-finish counter says 100 (a request still running
-    # at the edge), the emission counter says 160; the model clock says 40 s (not 10 s x 2).
-    records = clean_records()
-    before = MetricsSnapshot(0.0, {metrics.GEN_TOKENS: 0.0, metrics.EMITTED_TOKENS: 0.0,
-                                   metrics.MODEL_SECONDS: 100.0, metrics.RUNNING_SECONDS: 0.0})
-    after = MetricsSnapshot(10.0, {metrics.GEN_TOKENS: 100.0, metrics.EMITTED_TOKENS: 160.0,
-                                   metrics.MODEL_SECONDS: 140.0, metrics.RUNNING_SECONDS: 120.0})
-    s = summarize_point(point(records, before=before, after=after), 4.0, None, 1.0)
-    assert s["server_output_tok_s"] == pytest.approx(160 / 40.0)
-    assert s["server_running_reqs_mean"] == pytest.approx(3.0)
-    assert "server_disagrees" not in s["flags"]
-    # An emission counter that disagrees with the client is flagged even when SGLang's
-    # at-finish counter would have matched the finished requests.
-    after_bad = MetricsSnapshot(10.0, {**after.values, metrics.EMITTED_TOKENS: 80.0})
-    s = summarize_point(point(records, before=before, after=after_bad), 4.0, None, 1.0)
-    assert "server_disagrees" in s["flags"]
+def test_the_client_reads_no_simulator_only_metric() -> None:
+    # A check that needs the simulator's own extensions would pass here and never run
+    # against SGLang: outside the simulator, no module may name one.
+    package = Path(metrics.__file__).resolve().parent
+    readers = [p for p in package.rglob("*.py")
+               if "sim" not in p.relative_to(package).parts
+               and "sglang:sim_" in p.read_text()]
+    assert readers == []
 
 
 # -- flags --------------------------------------------------------------------------------
@@ -223,31 +221,56 @@ def test_each_flag_fires_on_its_condition() -> None:
         [(2.0, 1), (2.5, 7)], 1.9, 2.6, request_id=51, mismatch=True)]))
 
 
-def test_server_queueing_below_c_is_capped_and_counter_disagreement_is_flagged() -> None:
+def test_a_server_running_below_c_with_a_queue_or_retractions_is_flagged() -> None:
     records = clean_records()  # 160 tokens in the 10 s window, all from finished requests
-    queued = (MetricsSnapshot(0.0, {metrics.RUNNING_SECONDS: 0.0, metrics.QUEUE_REQS: 5.0,
-                                    metrics.GEN_TOKENS: 0.0}),
-              MetricsSnapshot(10.0, {metrics.RUNNING_SECONDS: 20.0, metrics.QUEUE_REQS: 3.0,
-                                     metrics.GEN_TOKENS: 160.0}))
-    got = flags_of(point(records, concurrency=4, before=queued[0], after=queued[1]))
-    assert got == {"capped_by_server"}  # mean running 2.0 of c=4 with a queue
+    before = MetricsSnapshot(0.0, {metrics.GEN_TOKENS: 0.0, metrics.RUNNING_REQS: 2.0,
+                                   metrics.QUEUE_REQS: 0.0})
+    after = MetricsSnapshot(10.0, {metrics.GEN_TOKENS: 160.0})
+
+    def sampled(running: float, queued: float) -> list[MetricsSnapshot]:
+        return [MetricsSnapshot(t, {metrics.RUNNING_REQS: running, metrics.QUEUE_REQS: queued})
+                for t in (2.0, 5.0, 8.0)]
+
+    # Mean running 2.0 of c=4 while requests waited: the KV pool, not c, set the load.
+    queued = point(records, concurrency=4, before=before, after=after, gauges=sampled(2.0, 2.0))
+    assert flags_of(queued) == {"ran_below_c"}
+    # The same mean with nothing waiting is the client's own gaps between requests.
+    idle = point(records, concurrency=4, before=before, after=after, gauges=sampled(2.0, 0.0))
+    assert flags_of(idle) == set()
+    # Retractions between the scrapes count as waiting (the counter appears with the first).
+    retracted = MetricsSnapshot(10.0, {metrics.GEN_TOKENS: 160.0, metrics.RETRACTED: 3.0})
+    assert flags_of(point(records, concurrency=4, before=before, after=retracted,
+                          gauges=sampled(2.0, 0.0))) == {"ran_below_c"}
+    # Near c, a queue is only a request between its end and the next one's admission.
+    assert flags_of(point(records, concurrency=4, before=before, after=after,
+                          gauges=sampled(3.8, 1.0))) == set()
+
+
+def test_counter_disagreement_is_flagged() -> None:
+    records = clean_records()
     wrong = (MetricsSnapshot(0.0, {metrics.GEN_TOKENS: 0.0}),
              MetricsSnapshot(10.0, {metrics.GEN_TOKENS: 400.0}))
     assert flags_of(point(records, before=wrong[0], after=wrong[1])) == {"server_disagrees"}
 
 
+def test_a_window_forced_open_and_warmup_errors_are_flagged() -> None:
+    assert flags_of(point(clean_records(), forced_open=True)) == {"window_forced_open"}
+    assert flags_of(point(clean_records(), warmup=(20, 2)), budget=0.05) == {"warmup_errors"}
+    assert flags_of(point(clean_records(), warmup=(20, 1)), budget=0.05) == set()
+
+
 def test_server_counters_are_compared_with_the_client_over_the_same_interval() -> None:
-    # All 160 tokens arrive before the first scrape (t = 5); between the scrapes the server
-    # emitted nothing and the client received nothing: they agree, although the window's
-    # rate (16 tok/s) and the server's (0 tok/s) differ.
+    # Eight requests finish between the scrapes (t = 1 .. 4), 20 tokens each; the counter
+    # moved by 160: they agree. Requests that finished before the first scrape are not part
+    # of the comparison, so a counter that moved by 160 more disagrees.
     records = [rec([(1.0 + 0.4 * i, 1), (1.2 + 0.4 * i, 20)], 0.9 + 0.4 * i, 1.3 + 0.4 * i,
                    request_id=i) for i in range(8)]
-    before = MetricsSnapshot(5.0, {metrics.EMITTED_TOKENS: 160.0, metrics.GEN_TOKENS: 160.0})
-    after = MetricsSnapshot(10.0, {metrics.EMITTED_TOKENS: 160.0, metrics.GEN_TOKENS: 160.0})
+    before = MetricsSnapshot(0.5, {metrics.GEN_TOKENS: 40.0})
+    after = MetricsSnapshot(10.0, {metrics.GEN_TOKENS: 200.0})
     s = summarize_point(point(records, before=before, after=after), 1.0, None, 1.0)
-    assert s["output_tok_s"] == pytest.approx(16.0) and s["server_output_tok_s"] == 0.0
+    assert s["server_output_tok_s"] == pytest.approx(160 / 9.5)
     assert "server_disagrees" not in s["flags"]
-    after_more = MetricsSnapshot(10.0, {metrics.EMITTED_TOKENS: 260.0})
+    after_more = MetricsSnapshot(10.0, {metrics.GEN_TOKENS: 360.0})
     s = summarize_point(point(records, before=before, after=after_more), 1.0, None, 1.0)
     assert "server_disagrees" in s["flags"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
+GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+          "sglang:num_retracted_reqs")
 
 
 @dataclass(frozen=True)

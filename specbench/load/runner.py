@@ -45,9 +45,9 @@ from specbench.load.protocols import ParsedStream, get_protocol
 from specbench.prompts import PromptRequest
 
 _LAG_PROBE_S = 0.010
-# The load gauges are sampled through the window: about eight scrapes, at most four a second.
-_GAUGE_SAMPLES = 8
-_GAUGE_MIN_INTERVAL_S = 0.25
+# The load gauges are sampled through the window: about sixteen scrapes, at most five a second.
+_GAUGE_SAMPLES = 16
+_GAUGE_MIN_INTERVAL_S = 0.2
 # A user whose connection was refused waits this long before trying again: the server cannot
 # take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
 _CONNECT_BACKOFF_S = 0.1
@@ -449,25 +449,19 @@ class _Point:
                 before = await self.scrape()
                 sampler = asyncio.create_task(self.sample_gauges())
             await self.closing.wait()
-            # Cancel at the close, before the last scrape: a slow scrape must not let the
-            # requests in flight run on to their end (and the server keep working for them).
-            await self.stop(users, probe)
+            # The last scrape comes before the cancellation, so that the server's counters
+            # stop where the window does (an aborted request's tokens count when it ends).
             if sampler is not None:
                 await sampler
             if spec.scrape_metrics and not self.server_gone:
                 after = await self.scrape()
         finally:
-            await self.stop(users, probe)
+            for task in [*users, probe]:
+                task.cancel()
+            await asyncio.gather(*users, probe, return_exceptions=True)
+            # Requests still running were cancelled; their tokens inside the window count.
+            self.kept.extend(f for f in self.current if f is not None)
         return before, after
-
-    async def stop(self, users: list[asyncio.Task[None]], probe: asyncio.Task[None]) -> None:
-        if all(task.done() for task in [*users, probe]):
-            return
-        for task in [*users, probe]:
-            task.cancel()
-        await asyncio.gather(*users, probe, return_exceptions=True)
-        # Requests still running were cancelled; their tokens inside the window count.
-        self.kept.extend(f for f in self.current if f is not None)
 
     def records(self) -> list[RequestRecord]:
         out = []

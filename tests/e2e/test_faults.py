@@ -171,7 +171,7 @@ def test_silently_capped_server_is_flagged(tmp_path: Path, port: int) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = _nothing_lost_nothing_left(tmp_path / "res" / "run", port)
     row = summary.iloc[0]
-    assert "capped_by_server" in str(row["flags"]).split(";")
+    assert "ran_below_c" in str(row["flags"]).split(";")
     assert row["server_running_reqs_mean"] <= 4.5
 
 

@@ -42,7 +42,6 @@ class FakeOptions:
     hold_until: int | None = None  # hold every request until this many have arrived
     hold_timeout_s: float = 20.0
     api_key: str | None = None
-    metrics_delay_s: float = 0.0  # a slow /metrics, as a loaded server's can be
 
 
 @dataclass(frozen=True)
@@ -270,7 +269,6 @@ class FakeSGLang:
             step.set()
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        await asyncio.sleep(self.opts.metrics_delay_s)
         self._running_changed(0)
         lines = [
             "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
@@ -281,7 +279,6 @@ class FakeSGLang:
             f'sglang:spec_verify_calls_total{{model_name="m"}} {float(self.verify_calls_finished)}',
             f'sglang:num_running_reqs{{model_name="m",tp_rank="0"}} {float(self.in_flight)}',
             'sglang:num_queue_reqs{model_name="m",tp_rank="0"} 0.0',
-            f"sglang:sim_running_reqs_seconds_total {self._running_integral}",
             'sglang:e2e_request_latency_seconds_bucket{le="0.1",model_name="m"} 3.0',
             'sglang:e2e_request_latency_seconds_count{model_name="m"} 3.0',
             "process_cpu_seconds_total 1.5",

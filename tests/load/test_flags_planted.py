@@ -1,4 +1,6 @@
-"""Planted faults are flagged: a slow client is client_bound, a capped server capped_by_server.
+"""Planted faults are flagged: a slow client is client_bound, a server that runs fewer requests
+than c (silently capped, or out of KV cache) ran_below_c, a level above the declared cap
+capped_by_server.
 
 Both run the real runner and the real metrics against the simulated server; nothing is mocked.
 """
@@ -60,8 +62,23 @@ def test_a_server_capped_below_the_concurrency_is_flagged(tmp_path: Path) -> Non
     with sim_server("baseline", tmp_path, max_running_requests=256, time_scale=TIME_SCALE,
                     sim_args=["--sim-cap-running", "16"]) as sim:
         capped = _measure(sim.base_url, 64)
-    assert "capped_by_server" in str(capped["flags"]).split(";")
+    assert str(capped["flags"]).split(";") == ["ran_below_c"]
     assert float(capped["server_running_reqs_mean"]) <= 16.5  # type: ignore[arg-type]
+
+
+def test_a_server_out_of_kv_cache_is_flagged_from_its_gauges(tmp_path: Path) -> None:
+    # A 6000-token KV pool holds about ten of these requests: the rest wait in the queue (or
+    # are retracted), which only SGLang's own gauges show (no simulator-only metric is read).
+    with sim_server("baseline", tmp_path, max_running_requests=256, time_scale=TIME_SCALE,
+                    sim_args=["--max-total-tokens", "6000"]) as sim:
+        limited = _measure(sim.base_url, 64)
+    with sim_server("baseline", tmp_path, max_running_requests=256,
+                    time_scale=TIME_SCALE) as roomy:
+        full = _measure(roomy.base_url, 64)
+    assert "ran_below_c" in str(limited["flags"]).split(";")
+    assert float(limited["server_running_reqs_mean"]) < 0.5 * 64  # type: ignore[arg-type]
+    assert "ran_below_c" not in str(full["flags"]).split(";")
+    assert float(full["server_running_reqs_mean"]) > 0.8 * 64  # type: ignore[arg-type]
 
 
 def test_concurrency_above_the_declared_limit_is_flagged(tmp_path: Path) -> None:
