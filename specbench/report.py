@@ -1,12 +1,15 @@
-"""What a run found, for people: rich tables in the terminal and <run>/report.md.
+"""What a run found, for people: rich tables in the terminal, <run>/report.md and report.html.
 
-Both start with the finding (per prompt set: where one adaptive server should stop drafting,
+All start with the finding (per prompt set: where one adaptive server should stop drafting,
 and where a separate plain server beats any speculative one), then give per prompt set the
 tables behind it: output tok/s per configuration at each concurrency, and per level the two
 ratios (EAGLE-3 over the baseline and over its zero-step path), the zero-step tax, the
 efficiency of the one-threshold server and of the tuned schedule, the best K, acceptance, and
-any flags the measurement raised. report.md adds the figures, acceptance per prompt
-sub-category, and what each flag means. Any set of configurations works (columns follow
+any flags the measurement raised. report.md adds the figures, latency per level and
+configuration, request lengths and acceptance per prompt sub-category
+(:mod:`specbench.report_tables`), and what each flag means; report.html is the same blocks
+(:mod:`specbench.report_blocks`) as one self-contained page with the figures inside
+(:mod:`specbench.report_html`). Any set of configurations works (columns follow
 :func:`specbench.configurations.ordered`, with the short labels of :func:`plots.short_label`),
 and a table that would be wider than 100 columns is split in two. Everything comes from the
 run directory through :func:`specbench.results.load_run` and from :mod:`specbench.analysis`; a
@@ -29,9 +32,22 @@ from specbench.analysis import current_analysis, point_means
 from specbench.analysis.mix import chosen_threshold
 from specbench.metrics import explain_flag
 from specbench.plots import FIGURE_NAMES, label, order, plot_run, short_label
-from specbench.results import Run, RunDirError
+from specbench.report_blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
+from specbench.report_html import HTML_FILE, figure_markup, render_html
+from specbench.report_tables import (
+    acceptance_by_category,
+    category_section,
+    finished_requests,
+    latency_section,
+    length_section,
+)
+from specbench.results import Run
 from specbench.results.store import atomic_write
 from specbench.stats import finite_or_none
+
+__all__ = ["MAX_WIDTH", "RATIO_HEADER", "REPORT_FILE", "LevelRow", "acceptance_by_category",
+           "legend", "level_rows", "render_markdown", "render_terminal", "report_blocks",
+           "table_groups", "write_report"]
 
 REPORT_FILE = "report.md"
 RATIO_HEADER = "E3/base"
@@ -267,20 +283,7 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
 
 
 # ---------------------------------------------------------------------------------------------
-# report.md
-
-
-_LEFT = ("flags", "category", "prompt set", "outcome", "notes")
-
-
-def _md_table(headers: list[str], rows: list[list[str]]) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(cell(h) for h in headers) + " |",
-             "|" + "|".join("---" if h in _LEFT else "---:" for h in headers) + "|"]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+# report.md and report.html
 
 
 def _c_star(d: Mapping[str, Any]) -> tuple[str, str]:
@@ -302,99 +305,46 @@ def _pct_span(values: Mapping[str, float] | None) -> str:
     return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}–{hi:.0%}"
 
 
-def _summary_section(result: dict[str, Any]) -> list[str]:
+def _summary_section(result: dict[str, Any]) -> list[Block]:
     headers = ["prompt set", "T", "c* vs 0-step", "95% interval", "c* vs base",
                "95% interval", "tax", "plain faster"]
     body = []
     for name, s in result["prompt_sets"].items():
-        plain = s.get("plain_server") or {}
+        plain_server = s.get("plain_server") or {}
         body.append([name, str(chosen_threshold(s)), *_c_star(s.get("one_server") or {}),
-                     *_c_star(s), _pct_span(plain.get("tax")),
-                     _pct_span(plain.get("faster_above"))])
-    notes = [f"- {name}, {note}" for name, s in result["prompt_sets"].items()
+                     *_c_star(s), _pct_span(plain_server.get("tax")),
+                     _pct_span(plain_server.get("faster_above"))])
+    notes = [plain(f"{name}, {note}") for name, s in result["prompt_sets"].items()
              for note in _notes(s)]
-    return [_md_table(headers, body), "",
-            "T is the one-server threshold (batch size): where EAGLE-3 falls below its own "
-            "zero-step path, mapped to the servers' measured running requests (where EAGLE-3 "
-            "meets the baseline when no zero-step curve was measured). c* vs base is where "
-            "a separate plain server starts to beat any speculative one; tax = 1 - zero-step / "
-            "baseline over the levels; plain faster = baseline over the best speculative "
-            "configuration above c* vs base.", "", *([*notes, ""] if notes else [])]
+    return [table(headers, body),
+            Para(plain("T is the one-server threshold (batch size): where EAGLE-3 falls below "
+                       "its own zero-step path, mapped to the servers' measured running "
+                       "requests (where EAGLE-3 meets the baseline when no zero-step curve was "
+                       "measured). c* vs base is where a separate plain server starts to beat "
+                       "any speculative one; tax = 1 - zero-step / baseline over the levels; "
+                       "plain faster = baseline over the best speculative configuration above "
+                       "c* vs base.")),
+            *([Bullets(tuple(notes))] if notes else [])]
 
 
-def _set_section(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[str]:
+def _set_section(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[Block]:
     set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
-    out = [f"## {prompt_set}", ""]
+    out: list[Block] = [Heading(2, prompt_set)]
     if set_result:
-        out += [set_result["sentence"] + ".", ""]
+        out.append(Para(plain(set_result["sentence"] + ".")))
         line = _schedule_line(set_result)
         if line:
-            out += [line + ".", ""]
+            out.append(Para(plain(line + ".")))
     rows = level_rows(run, prompt_set, result)
     for _title, columns in table_groups(rows):
-        out += [_md_table([h for h, _ in columns],
-                          [[render(r) for _, render in columns] for r in rows]), ""]
-    out += [f"_{legend(rows)}._", ""]
+        out.append(table([h for h, _ in columns],
+                         [[render(r) for _, render in columns] for r in rows]))
+    out.append(Para((("i", legend(rows) + "."),)))
     modes = list(rows[0].tok_s) if rows else []
-    flagged = [f"- c={r.concurrency}: {_flags_cell(r, modes)}" for r in rows if r.flags]
+    flagged = [plain(f"c={r.concurrency}: {_flags_cell(r, modes)}") for r in rows if r.flags]
     if flagged:
-        out += ["Flags:", "", *flagged, ""]
+        out += [Para(plain("Flags:")), Bullets(tuple(flagged))]
     return out
-
-
-def acceptance_by_category(run: Run, prompt_set: str) -> pd.DataFrame | None:
-    """Verify-weighted accept length per category and speculative configuration, all levels.
-
-    Sum of completion_tokens / sum of spec_verify_ct over requests that finished in the window,
-    as the per-point accept length is defined. None when the rows carry no category.
-    """
-    points = run.summary[(run.summary["prompt_set"] == prompt_set)
-                         & (run.summary["mode"] != "baseline")]
-    frames = []
-    needed = ["category", "completion_tokens", "spec_verify_ct"]  # and finished_in_window
-    for point in points.to_dict("records"):
-        mode = str(point["mode"])
-        try:
-            requests = run.requests(mode, prompt_set, int(point["concurrency"]),
-                                    int(point["repeat"]))
-        except (RunDirError, OSError):
-            continue  # committed references keep only the summary
-        if not {*needed, "finished_in_window"} <= set(requests.columns):
-            continue
-        done = requests[requests["finished_in_window"].fillna(False).astype(bool)]
-        frames.append(done[needed].assign(mode=mode))
-    if not frames:
-        return None
-    rows = pd.concat(frames, ignore_index=True)
-    rows["spec_verify_ct"] = pd.to_numeric(rows["spec_verify_ct"], errors="coerce")
-    rows["completion_tokens"] = pd.to_numeric(rows["completion_tokens"], errors="coerce")
-    rows = rows[rows["spec_verify_ct"] > 0]
-    if rows.empty:
-        return None
-    sums = rows.groupby(["category", "mode"])[["completion_tokens", "spec_verify_ct"]].sum()
-    table = (sums["completion_tokens"] / sums["spec_verify_ct"]).unstack("mode")
-    table = table[order(table.columns)]
-    table["requests"] = rows.groupby("category").size()
-    return table
-
-
-def _category_section(run: Run) -> list[str]:
-    parts: list[str] = []
-    for prompt_set in run.prompt_sets:
-        table = acceptance_by_category(run, prompt_set)
-        if table is None:
-            continue
-        modes = [m for m in table.columns if m != "requests"]
-        headers = ["category", *(short_label(m) for m in modes), "requests"]
-        body = [[str(cat), *(_fmt(finite_or_none(row[m]), ".2f") for m in modes),
-                 str(int(row["requests"]))] for cat, row in table.iterrows()]
-        parts += [f"### {prompt_set}", "", _md_table(headers, body), ""]
-    if not parts:
-        return []
-    return ["## Acceptance by category", "",
-            "Accept length per speculative configuration, verify-weighted over requests that "
-            "finished in the window, all levels pooled: sum of completion tokens / sum of "
-            "verify steps.", "", *parts]
 
 
 def _flag_advice(name: str) -> str:
@@ -405,7 +355,7 @@ def _flag_advice(name: str) -> str:
         return ""
 
 
-def _flags_section(run: Run) -> list[str]:
+def _flags_section(run: Run) -> list[Block]:
     where: dict[str, list[str]] = {}
     for r in run.summary.itertuples():
         for name in str(r.flags).split(";"):
@@ -413,17 +363,17 @@ def _flags_section(run: Run) -> list[str]:
                 where.setdefault(name.strip(), []).append(
                     f"{r.mode}/{r.prompt_set}/c{r.concurrency}-r{r.repeat}")
     if not where:
-        return ["No point raised a flag."]
-    lines = []
+        return [Para(plain("No point raised a flag."))]
+    items = []
     for name, points in sorted(where.items()):
         text = _flag_advice(name)
-        lines.append(f"- **{name}**" + (f" — {text}" if text else "")
-                     + f" ({len(points)} point{'s' if len(points) > 1 else ''}: "
-                     + ", ".join(points) + ")")
-    return lines
+        items.append((("b", name), ("", (f" — {text}" if text else "")
+                      + f" ({len(points)} point{'s' if len(points) > 1 else ''}: "
+                      + ", ".join(points) + ")")))
+    return [Bullets(tuple(items))]
 
 
-def _run_section(run: Run) -> list[str]:
+def _run_section(run: Run) -> list[Block]:
     manifest = run.manifest
     config = manifest.config
     gpus = manifest.fingerprint.get("gpus")
@@ -442,37 +392,53 @@ def _run_section(run: Run) -> list[str]:
         ("started", manifest.started_at),
         ("ended", manifest.ended_at),
     ]
-    return [f"- {name}: `{value}`" for name, value in facts if value not in (None, "")]
+    return [Bullets(tuple((("", f"{name}: "), ("code", str(value)))
+                          for name, value in facts if value not in (None, "")))]
+
+
+def _figures_section(run: Run, figure_names: list[str], plot_error: str | None) -> list[Block]:
+    if not figure_names and not plot_error:
+        return []
+    out: list[Block] = [Heading(2, "Figures")]
+    out += [Figure(name, _FIGURE_CAPTIONS.get(name, name)) for name in figure_names]
+    if plot_error:
+        out.append(Para((("", f"The figures could not be drawn ({plot_error}); run "),
+                         ("code", f"specbench plot {run.path}"), ("", " to retry."))))
+    return out
+
+
+def report_blocks(run: Run, result: dict[str, Any] | None,
+                  figure_names: list[str] | None = None,
+                  plot_error: str | None = None) -> list[Block]:
+    """The report, finding first, as blocks both report.md and report.html are written from."""
+    out: list[Block] = [Heading(1, f"specbench report: {run.path.name}")]
+    if result is not None:
+        out.append(Para((("b", "Finding."), ("", " " + result["finding"])), role="finding"))
+        out += [Para(plain(text)) for text in _applied_lines(result)]
+        out += _summary_section(result)
+    else:
+        out.append(Para((("b", "Finding."), ("", " No crossover: this run lacks baseline or "
+                                             "eagle3 points.")), role="finding"))
+    for prompt_set in run.prompt_sets:
+        out += _set_section(run, prompt_set, result)
+    out += _figures_section(run, figure_names or [], plot_error)
+    # Lengths and acceptance read the same per-request rows: read them once.
+    requests_by_set = {s: finished_requests(run, s) for s in run.prompt_sets}
+    out += latency_section(run)
+    out += length_section(run, requests_by_set)
+    out += category_section(run, requests_by_set)
+    out += [Heading(2, "Flags"), *_flags_section(run), Heading(2, "Run"), *_run_section(run)]
+    return out
 
 
 def render_markdown(run: Run, result: dict[str, Any] | None,
                     figure_names: list[str] | None = None, plot_error: str | None = None) -> str:
     """The text of report.md (figure links are relative to the run directory)."""
-    out = [f"# specbench report: {run.path.name}", ""]
-    if result is not None:
-        out += [f"**Finding.** {result['finding']}", ""]
-        out += [line for text in _applied_lines(result) for line in (text, "")]
-        out += _summary_section(result)
-    else:
-        out += ["**Finding.** No crossover: this run lacks baseline or eagle3 points.", ""]
-    for prompt_set in run.prompt_sets:
-        out += _set_section(run, prompt_set, result)
-    figures = figure_names if figure_names is not None else []
-    if figures or plot_error:
-        out += ["## Figures", ""]
-        for name in figures:
-            out += [f"![{_FIGURE_CAPTIONS.get(name, name)}](plots/{name}.png)", ""]
-        if plot_error:
-            out += [f"The figures could not be drawn ({plot_error}); run `specbench plot "
-                    f"{run.path}` to retry.", ""]
-    out += _category_section(run)
-    out += ["## Flags", "", *_flags_section(run), "", "## Run", "", *_run_section(run), ""]
-    return "\n".join(out)
+    return to_markdown(report_blocks(run, result, figure_names, plot_error))
 
 
-def write_report(run: Run, result: dict[str, Any] | None = None) -> Path:
-    """Write <run>/report.md; figures are drawn first when <run>/plots lacks them."""
-    result = result if result is not None else current_analysis(run)
+def _figures_drawn(run: Run, result: dict[str, Any] | None) -> tuple[list[str], str | None]:
+    """The figures in <run>/plots, drawn first when missing; and why drawing failed, if it did."""
     plots_dir = run.path / "plots"
     plot_error = None
     if not all((plots_dir / f"{name}.png").exists() for name in ("throughput", "latency")):
@@ -480,7 +446,19 @@ def write_report(run: Run, result: dict[str, Any] | None = None) -> Path:
             plot_run(run, result=result)
         except Exception as exc:  # a figure failing must not cost the user the report
             plot_error = f"{type(exc).__name__}: {exc}"
-    figures = [n for n in FIGURE_NAMES if (plots_dir / f"{n}.png").exists()]
+    return [n for n in FIGURE_NAMES if (plots_dir / f"{n}.png").exists()], plot_error
+
+
+def write_report(run: Run, result: dict[str, Any] | None = None) -> Path:
+    """Write <run>/report.md and <run>/report.html (the same blocks; the page embeds the
+    figures); figures are drawn first when <run>/plots lacks them. Returns report.md's path."""
+    result = result if result is not None else current_analysis(run)
+    names, plot_error = _figures_drawn(run, result)
+    blocks = report_blocks(run, result, names, plot_error)
     path = run.path / REPORT_FILE
-    atomic_write(path, render_markdown(run, result, figures, plot_error))
+    atomic_write(path, to_markdown(blocks))
+    figures = {b.name: figure_markup(run.path / "plots", b.name, b.caption)
+               for b in blocks if isinstance(b, Figure)}
+    atomic_write(run.path / HTML_FILE,
+                 render_html(f"specbench report: {run.path.name}", blocks, figures))
     return path

@@ -404,6 +404,43 @@ def test_step_summary_gets_markdown(
     assert "## specbench regression check: unusable input" in summary.read_text()
 
 
+def test_cli_appends_its_markdown_to_the_step_summary(reference: Path, tmp_path: Path) -> None:
+    # `specbench regress` as a workflow step runs it: an earlier step's text stays (this one
+    # left no newline at its end), the verdict goes after it on its own line, and with
+    # `--json -` stdout stays pure JSON.
+    from typer.testing import CliRunner
+
+    from specbench.cli import app
+
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step")
+    args = ["regress", "--reference", str(reference), "--candidate", str(reference)]
+    env = {"GITHUB_STEP_SUMMARY": str(summary)}
+    result = CliRunner().invoke(app, [*args, "--json", "-"], env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["status"] == "ok"
+    first = summary.read_text()
+    assert first.startswith("earlier step\n## specbench regression check: ok\n")
+    assert "| baseline/coding | 8 | +0.0% |" in first
+    # A second run appends again; nothing is overwritten.
+    assert CliRunner().invoke(app, args, env=env).exit_code == 0
+    second = summary.read_text()
+    assert second.startswith(first) and second.count("## specbench regression check") == 2
+
+
+def test_unwritable_step_summary_warns_and_keeps_the_verdict(
+    reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path))  # a directory: open() fails
+    cand = make_regress_run(tmp_path / "cand",
+                            scaled(lambda m, s, c, r: 0.9 if m == "eagle3" else 1.0))
+    assert run_main(reference, cand)[0] == 1
+    assert run_main(reference, reference)[0] == 0
+    err = capsys.readouterr().err
+    assert f"warning: could not append the verdict to $GITHUB_STEP_SUMMARY ({tmp_path})" in err
+
+
 def test_json_to_stdout(reference: Path, tmp_path: Path) -> None:
     cand = make_regress_run(tmp_path / "cand", scaled(lambda m, s, c, r: 0.97))
     code, out = run_main(reference, cand, json_path="-")

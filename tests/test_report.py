@@ -1,4 +1,5 @@
-"""report.md and the terminal tables; the notebook runs end to end on a synthetic run."""
+"""report.md, report.html and the terminal tables; the notebook runs end to end on a synthetic
+run. (tests/test_report_html.py checks what makes the page self-contained and safe.)"""
 
 from __future__ import annotations
 
@@ -8,13 +9,22 @@ import re
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
 
-from specbench import analysis, report
+from specbench import analysis, report, report_tables
 from specbench.metrics import explain_flag
-from specbench.results import PointKey, load_run, rebuild_summary, write_point
+from specbench.results import (
+    PointKey,
+    load_run,
+    point_files,
+    read_point_summary,
+    rebuild_summary,
+    store_reference,
+    write_point,
+)
 from tests.builders import (
     baseline_curve,
     make_run,
@@ -198,6 +208,68 @@ def test_moe_like_report_says_what_one_server_should_do(tmp_path: Path) -> None:
     assert "| coding |" in text and "never wins" in text.split("| coding |")[1].split("\n")[0]
 
 
+def test_latency_table_quotes_the_summary_columns(tmp_path: Path) -> None:
+    run = load_run(with_lengths_and_e2e_tail(_two_sets(tmp_path)))
+    text = report.write_report(run).read_text()
+    latency = text.split("## Latency")[1].split("\n## ")[0]
+    assert "| c | configuration | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 |" \
+        in latency
+    # make_run: TTFT p50 20 + c, p99 40 + 2c; EAGLE-3 ITL p50 5 + 0.05c, p99 9 + 0.1c; E2E p50
+    # 1,000; with_lengths_and_e2e_tail: E2E p99 2,000 + 10c.
+    coding = latency.split("### coding")[1]
+    assert "| 64 | EAGLE-3 | 84.0 | 168.0 | 8.20 | 15.4 | 1,000 | 2,640 |" in coding
+    assert "| 64 | baseline | 84.0 | 168.0 | 11.2 | 18.4 | 1,000 | 2,640 |" in coding
+    assert coding.index("| 1 | baseline |") < coding.index("| 1 | EAGLE-3 |") \
+        < coding.index("| 2 | baseline |")
+    lengths = text.split("## Request lengths")[1].split("\n## ")[0]
+    assert "| configuration | requests | in mean | in p50 | in p99 | out mean |" in lengths
+    assert text.index("## Latency") < text.index("## Request lengths") \
+        < text.index("## Acceptance by category")
+
+
+def test_latency_of_older_runs_and_references_without_request_files(tmp_path: Path) -> None:
+    # A summary without e2e_ms_p99 (older runs) shows "–"; a reference without point files
+    # still gets latency, and no length or category tables.
+    run = load_run(_two_sets(tmp_path))
+    assert "| 64 | EAGLE-3 | 84.0 | 168.0 | 8.20 | 15.4 | 1,000 | – |" in \
+        report.render_markdown(run, None)
+    reference = load_run(store_reference(run, tmp_path / "reference"))
+    text = report.render_markdown(reference, None)
+    assert "| 64 | EAGLE-3 | 84.0 |" in text
+    assert "## Request lengths" not in text and "## Acceptance by category" not in text
+
+
+def test_length_table_pools_requests_finished_in_the_window(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path, static_curves(lambda c: 1.5, levels=(1, 2)))
+    summary = {k: v for k, v in read_point_summary(point_files(run_dir)[0]).items()
+               if k not in ("mode", "prompt_set", "concurrency", "repeat")}
+    rows = pd.DataFrame({
+        "prompt_tokens": pd.array([100, 200, 300, 400, None], dtype="Int64"),
+        "completion_tokens": [10, 20, 30, 40, 50],
+        "finished_in_window": [True, True, True, False, True],  # 400/40 ran past the window
+    })
+    for c in (1, 2):
+        write_point(run_dir, PointKey("eagle3", "coding", c, 0), rows, summary)
+    rebuild_summary(run_dir)
+    run = load_run(run_dir)
+    requests = report_tables.finished_requests(run, "coding")
+    assert requests is not None
+    lengths = report_tables.length_table(requests)
+    eagle3 = lengths.loc["eagle3"]
+    assert eagle3["requests"] == 8
+    # Input: 100, 200, 300 twice (one unknown left out); output: 10, 20, 30, 50 twice.
+    assert eagle3["in mean"] == pytest.approx(200.0)
+    assert eagle3["in p99"] == pytest.approx(float(np.percentile([100, 200, 300] * 2, 99)))
+    assert eagle3["out mean"] == pytest.approx(27.5)
+    assert eagle3["out p50"] == pytest.approx(25.0)
+    assert eagle3["out p99"] == pytest.approx(float(np.percentile([10, 20, 30, 50] * 2, 99)))
+    assert list(lengths.index) == ["baseline", "eagle3"]
+    assert pd.isna(lengths.loc["baseline", "in mean"])  # make_run's rows carry no prompt_tokens
+    text = report.render_markdown(run, None)
+    assert "| EAGLE-3 | 8 | 200 | 200 | 300 | 28 | 25 | 50 |" in text
+    assert "| baseline | 46 | – | – | – |" in text  # 2 of its 48 ended outside
+
+
 @pytest.mark.slow
 def test_notebook_executes_against_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbclient import NotebookClient
@@ -226,9 +298,25 @@ def test_notebook_executes_against_a_run(tmp_path: Path, monkeypatch: pytest.Mon
 # --- snapshots: the exact text users read -------------------------------------------------------
 
 
+def with_lengths_and_e2e_tail(run_dir: Path) -> Path:
+    """make_run's points plus what a measured run also has: prompt_tokens per request (request
+    i of a point sends 100 + 10 i tokens; 1,000 for every other one of category b) and the
+    summary's e2e_ms_p99 (2,000 + 10 c)."""
+    for path in point_files(run_dir):
+        row = read_point_summary(path)
+        key = PointKey(*(row.pop(k) for k in ("mode", "prompt_set", "concurrency", "repeat")))
+        requests = pd.read_parquet(path)
+        n = len(requests)
+        tokens = [1000 if i % 4 == 3 else 100 + 10 * i for i in range(n)]
+        requests["prompt_tokens"] = pd.array(tokens, dtype="Int64")
+        write_point(run_dir, key, requests, {**row, "e2e_ms_p99": 2000.0 + 10 * key.concurrency})
+    rebuild_summary(run_dir)
+    return run_dir
+
+
 def _snapshot_run(tmp_path: Path) -> Path:
     """Two prompt sets with zero-step curves, a dynamic server on coding at its one-server
-    threshold (with a straddle level), flags, paired requests."""
+    threshold (with a straddle level), flags, paired requests, request lengths."""
     ratio = ratio_crossing_at(32.0)
     curves = {**static_curves(ratio, "coding", levels=LEVELS, zero_step=0.88),
               **static_curves(ratio_crossing_at(12.0), "agentic", levels=LEVELS, zero_step=0.88)}
@@ -239,12 +327,19 @@ def _snapshot_run(tmp_path: Path) -> Path:
              ("baseline", "agentic", 1): "too_few_requests;client_bound"}
     running = {(m, "agentic"): {c: 0.9 * c for c in LEVELS}
                for m in ("baseline", "eagle3", "zero-step")}
-    return make_run(tmp_path, curves, flags=flags, running=running, threshold=49, se_rel=0.02,
-                    paired_noise=0.05)
+    return with_lengths_and_e2e_tail(make_run(
+        tmp_path, curves, flags=flags, running=running, threshold=49, se_rel=0.02,
+        paired_noise=0.05))
 
 
 def _normalised(text: str, tmp_path: Path) -> str:
     return text.replace(str(tmp_path), "<tmp>")
+
+
+def html_without_figures(text: str) -> str:
+    """report.html with each inline SVG's body cut (matplotlib's path data is not what users
+    read, and varies with its version); the <svg> element itself stays, one per figure."""
+    return re.sub(r"<svg\b.*?</svg>", "<svg>…</svg>", text, flags=re.DOTALL)
 
 
 def test_snapshot_terminal_tables(tmp_path: Path) -> None:
@@ -254,7 +349,7 @@ def test_snapshot_terminal_tables(tmp_path: Path) -> None:
     assert_snapshot("report-terminal.txt", _normalised(out.getvalue(), tmp_path))
 
 
-def test_snapshot_report_md_analysis_and_threshold(tmp_path: Path) -> None:
+def test_snapshot_report_md_html_analysis_and_threshold(tmp_path: Path) -> None:
     run = load_run(_snapshot_run(tmp_path))
     result = analysis.write_analysis(run)
     assert_snapshot("report-analysis.json", rounded_json(json.dumps(result)))
@@ -262,3 +357,5 @@ def test_snapshot_report_md_analysis_and_threshold(tmp_path: Path) -> None:
                     _normalised(analysis.threshold_summary(run) + "\n", tmp_path))
     text = report.write_report(run).read_text()
     assert_snapshot("report.md", _normalised(text, tmp_path))
+    page = (run.path / "report.html").read_text()
+    assert_snapshot("report.html", _normalised(html_without_figures(page), tmp_path))

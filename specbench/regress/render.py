@@ -8,6 +8,7 @@ print (or, with ``--json -``, print only the JSON), write the JSON file, append 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -26,6 +27,7 @@ from specbench.regress.verdict import (
 )
 from specbench.results.store import atomic_write
 
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # set by GitHub Actions in every step
 _STYLE = {"ok": "green", "warn": "yellow", "insufficient": "magenta", "fail": "bold red",
           "regression": "bold red"}
 
@@ -82,13 +84,33 @@ def unusable_markdown(message: str) -> str:
     return f"## specbench regression check: unusable input\n\n{message}\n\n"
 
 
+def _ends_mid_line(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            if fh.seek(0, os.SEEK_END) == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
 def append_step_summary(text: str) -> None:
-    """GitHub Actions shows Markdown appended to $GITHUB_STEP_SUMMARY on the run page."""
-    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    """GitHub Actions shows Markdown appended to $GITHUB_STEP_SUMMARY on the run page.
+
+    Earlier steps' text is kept (appended after, on a line of its own). A summary that cannot
+    be written is a warning on stderr, never a changed verdict or exit code.
+    """
+    path = os.environ.get(STEP_SUMMARY_ENV)
     if not path:
         return
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(text)
+    try:
+        lead = "\n" if _ends_mid_line(path) else ""
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(lead + text)
+    except OSError as exc:
+        sys.stderr.write(f"warning: could not append the verdict to ${STEP_SUMMARY_ENV} "
+                         f"({path}): {exc.strerror or exc}\n")
 
 
 def _json_to_stdout(json_path: str | Path | None) -> bool:
