@@ -8,6 +8,7 @@ figures, the adaptive JSON and the prompt generator's output all go through here
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from datetime import UTC, datetime
@@ -20,11 +21,17 @@ def atomic_write(path: Path, data: bytes | str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     payload = data.encode() if isinstance(data, str) else data
-    with open(tmp, "wb") as fh:
-        fh.write(payload)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # A full disk or an interrupt: leave the old file, and no half of the new one.
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return path
 
 
