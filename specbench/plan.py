@@ -52,9 +52,13 @@ def _schedule_source(config: ServerConfiguration, cfg: SweepConfig, schedule: Sc
     return f"computed from the measured static curves; shown with T={schedule.threshold}"
 
 
+def point_estimate_s(cfg: SweepConfig, engine: Engine) -> float:
+    """Wall seconds one point takes, before any was measured: warmup, window, a second more."""
+    return (cfg.load.warmup_s + cfg.load.window_s) / engine.time_scale + 1.0
+
+
 def estimate_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
-    per_point = (cfg.load.warmup_s + cfg.load.window_s) / engine.time_scale + 1.0
-    return n_points * per_point + len(cfg.modes) * engine.start_estimate_s
+    return n_points * point_estimate_s(cfg, engine) + len(cfg.modes) * engine.start_estimate_s
 
 
 def dry_run(cfg: SweepConfig, console: Console) -> None:

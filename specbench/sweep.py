@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import signal
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server, make_engine
 from specbench.errors import ConfigError, UserError
 from specbench.load import protocols, runner
-from specbench.plan import levels_for
+from specbench.plan import levels_for, point_estimate_s
 from specbench.progress import SweepProgress
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
 from specbench.results.manifest import RunStatus
@@ -160,24 +161,48 @@ class Sweep:
 
     def run(self) -> None:
         done = results.measured_keys(self.run_dir)
-        with SweepProgress(self.console, total=self._planned()) as progress:
-            for config in self.cfg.configurations:
+        configs = self.cfg.configurations
+        progress = SweepProgress(self.console, total=self._planned(),
+                                 point_estimate_s=point_estimate_s(self.cfg, self.engine),
+                                 launch_estimate_s=self.engine.start_estimate_s)
+        with progress:
+            for index, config in enumerate(configs):
                 groups = self._server_groups(config)
-                for schedule, names in groups.items():
-                    progress.set_total(self._planned())
+                for position, (schedule, names) in enumerate(groups.items()):
                     keys = self._keys(config, schedule, names)
                     todo = [k for k in keys if k not in done]
+                    later = self._launches_left(configs[index + 1:], done)
+                    progress.plan(self._planned(), len(groups) - position + later)
                     progress.advance(len(keys) - len(todo))
                     if not todo:
+                        progress.launched()  # nothing to launch for this group
                         continue
                     label = "+".join(names) if len(groups) > 1 else None
-                    progress.describe(f"{config.name}: starting server")
+                    progress.launching(config.name, rundir.server_log(self.run_dir, config.name))
                     self._start(config, schedule, names, label)
+                    progress.launched()
                     for key in todo:
-                        progress.describe(f"{key.mode} {key.prompt_set} c={key.concurrency}")
-                        self._measure_point(key)
-                        progress.advance(1)
+                        live = runner.LiveView(time_scale=self.engine.time_scale)
+                        progress.measuring(f"{key.mode} {key.prompt_set} c={key.concurrency}",
+                                           live)
+                        self._measure_point(key, live)
+                        progress.measured()
                     self.stop_server()
+
+    def _launches_left(self, configs: list[ServerConfiguration], done: set[PointKey]) -> int:
+        """Servers still to start for `configs`: one per schedule with points left; a dynamic
+        server whose thresholds are not known yet counts one per prompt set."""
+        launches = 0
+        for config in configs:
+            known = self._known_schedules(config)
+            groups: dict[object, list[str]] = {}
+            for name in self.sets:
+                groups.setdefault(known.get(name, name), []).append(name)
+            for group, names in groups.items():
+                schedule = group if isinstance(group, Schedule) or group is None else None
+                if any(k not in done for k in self._keys(config, schedule, names)):
+                    launches += 1
+        return launches
 
     def _keys(
         self, config: ServerConfiguration, schedule: Schedule | None, names: list[str]
@@ -373,7 +398,7 @@ class Sweep:
             planted_read_delay_us=load.planted_read_delay_us,
         )
 
-    def _measure_point(self, key: PointKey) -> None:
+    def _measure_point(self, key: PointKey, live: runner.LiveView | None = None) -> None:
         """Measure one point, restarting a server that dies mid-point (up to the retries)."""
         attempts = 0
         # Messages of failed attempts stay in the manifest after a successful retry, so a point
@@ -388,7 +413,8 @@ class Sweep:
                 self.console.print(
                     f"[yellow]warning:[/] {key.label}: the cache was not flushed ({flush.detail})"
                 )
-            result = asyncio.run(runner.run_point(self._point_spec(key, server)))
+            spec = dataclasses.replace(self._point_spec(key, server), live=live)
+            result = asyncio.run(runner.run_point(spec))
             if not result.server_gone and server.alive():
                 record = PointRecord(
                     status="ok",

@@ -33,8 +33,6 @@ from __future__ import annotations
 import asyncio
 import resource
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import aiohttp
 import numpy as np
@@ -42,7 +40,10 @@ import numpy as np
 from specbench.errors import UserError
 from specbench.load.prometheus import GAUGES, MetricsSnapshot, parse_prometheus
 from specbench.load.protocols import ParsedStream, get_protocol
-from specbench.prompts import PromptRequest
+from specbench.load.records import LiveView, PointResult, PointSpec, RequestRecord
+
+__all__ = ["LiveView", "LoadError", "MetricsSnapshot", "PointResult", "PointSpec",
+           "RequestRecord", "parse_prometheus", "raise_fd_limit", "run_point", "run_point_sync"]
 
 _LAG_PROBE_S = 0.010
 # The load gauges are sampled through the window: about sixteen scrapes, at most five a second.
@@ -51,6 +52,7 @@ _GAUGE_MIN_INTERVAL_S = 0.2
 # A user whose connection was refused waits this long before trying again: the server cannot
 # take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
 _CONNECT_BACKOFF_S = 0.1
+_LIVE_INTERVAL_S = 0.25
 _SCRAPE_TIMEOUT_S = 10.0
 _FD_HEADROOM = 64
 _DETAIL_CHARS = 200
@@ -70,98 +72,6 @@ def _cap_read_size(resp: aiohttp.ClientResponse) -> None:
 
 class LoadError(UserError, ValueError):
     """A point that cannot be run as specified; the message names the cause and the fix."""
-
-
-@dataclass(frozen=True)
-class PointSpec:
-    """Everything one point needs; the load generator knows nothing of engines or modes.
-
-    Durations are wall-clock seconds (the caller divides model seconds by the simulator's time
-    scale).
-    """
-
-    base_url: str
-    protocol: str
-    model: str
-    concurrency: int
-    requests: Sequence[PromptRequest]
-    warmup_s: float
-    window_s: float
-    window_max_requests: int | None = None
-    request_timeout_s: float = 600.0
-    temperature: float = 0.0
-    api_key: str | None = field(default=None, repr=False)
-    scrape_metrics: bool = True
-    # Steady state: after warmup_s, keep warming until this many requests have ended (about
-    # one per user), so the window does not measure the cold-start prefill wave; but never
-    # longer than warmup_max_s in all.
-    warmup_min_requests: int = 0
-    # Test knob: CPU burnt per network read, to plant a slow client (tests of the
-    # client_bound flag and of the regression gate). Zero in every real measurement.
-    planted_read_delay_us: float = 0.0
-    warmup_max_s: float | None = None
-    # Wall seconds of nothing but connect/server_gone failures after which the server is
-    # considered dead and the point ends.
-    dead_server_s: float = 3.0
-
-
-@dataclass(frozen=True, eq=False)
-class RequestRecord:
-    """One request as the client saw it. Times are monotonic seconds (wall clock).
-
-    ``chunk_t``/``chunk_tokens`` are parallel arrays: arrival time and cumulative completion
-    tokens reported by the server; they carry all token timing (several tokens may share one
-    chunk under speculative decoding).
-    """
-
-    request_id: int
-    user: int
-    prompt_id: str
-    category: str
-    max_tokens: int
-    t_send: float
-    t_first_token: float | None
-    t_end: float
-    # repr=False: asyncio.run (3.11) reprs the finished task's result; arrays make that slow.
-    chunk_t: np.ndarray = field(repr=False)
-    chunk_tokens: np.ndarray = field(repr=False)
-    prompt_tokens: int | None
-    completion_tokens: int
-    spec_verify_ct: int | None
-    status: str  # ok | cancelled | error
-    error_class: str | None
-    error_detail: str | None
-    finish_reason: str | None
-    http_status: int | None
-    n_chunks: int  # SSE events, [DONE] included
-    n_reads: int  # network reads that carried them
-    token_mismatch: bool  # final usage disagreed with the last streamed cumulative count
-
-
-@dataclass(frozen=True, eq=False)
-class PointResult:
-    # Every request alive at any moment of the window. repr=False: see RequestRecord.
-    records: list[RequestRecord] = field(repr=False)
-    window_start: float
-    window_end: float
-    warmup_records: int  # requests that ended before the window opened (not kept, not parsed)
-    warmup_errors: int  # of those, transport-level failures (connect, HTTP status, timeout...)
-    client_cpu_s: float  # process CPU time (user + system) spent inside the window
-    loop_lag_ms: dict[str, float]  # p50, p99, max oversleep of a 10 ms probe in the window
-    metrics_before: MetricsSnapshot | None
-    metrics_after: MetricsSnapshot | None
-    server_gone: bool
-    concurrency: int
-    protocol: str
-    end_reason: str  # window_s | window_max_requests | server_gone
-    # The window opened although not all users were in flight (failures kept some idle).
-    window_forced_open: bool = False
-    # Scrapes of the server's load gauges through the window (see GAUGES).
-    gauges: list[MetricsSnapshot] = field(default_factory=list, repr=False)
-
-    @property
-    def window_wall_s(self) -> float:
-        return self.window_end - self.window_start
 
 
 class _Flight:
@@ -267,6 +177,7 @@ class _Point:
         self.server_gone = False
         self.lag_samples: list[float] = []
         self.gauges: list[MetricsSnapshot] = []
+        self.first_scrape: MetricsSnapshot | None = None
 
     # -- window edges -------------------------------------------------------------------
     def open_window(self, forced: bool = False) -> None:
@@ -407,6 +318,28 @@ class _Point:
             if snap is not None:
                 kept = {k: v for k, v in snap.values.items() if k in GAUGES}
                 self.gauges.append(MetricsSnapshot(t=snap.t, values=kept))
+                self.live_rate(snap)
+
+    def live_rate(self, snap: MetricsSnapshot) -> None:
+        live, first = self.spec.live, self.first_scrape
+        if live is None or first is None or snap.t <= first.t:
+            return
+        name = "sglang:generation_tokens_total"
+        if name in snap.values and name in first.values:
+            live.server_tok_s = (snap.values[name] - first.values[name]) / (snap.t - first.t)
+
+    async def publish_live(self, live: LiveView) -> None:
+        live.concurrency, live.window_s = self.spec.concurrency, self.spec.window_s
+        live.server_tok_s = None
+        while True:
+            live.in_flight = self.in_flight
+            if self.window_start is None:
+                live.phase = "warmup"
+            else:
+                live.phase = "done" if self.closing.is_set() else "window"
+                end = self.window_end if self.window_end is not None else time.monotonic()
+                live.window_elapsed_s = end - self.window_start
+            await asyncio.sleep(_LIVE_INTERVAL_S)
 
     async def scrape(self) -> MetricsSnapshot | None:
         url = self.spec.base_url.rstrip("/") + "/metrics"
@@ -428,6 +361,9 @@ class _Point:
         spec = self.spec
         users = [asyncio.create_task(self.user(u)) for u in range(spec.concurrency)]
         probe = asyncio.create_task(self.probe_lag())
+        background = [probe]
+        if spec.live is not None:
+            background.append(asyncio.create_task(self.publish_live(spec.live)))
         before = after = None
         try:
             t_start = time.monotonic()
@@ -446,7 +382,7 @@ class _Point:
             self.open_window(forced=True)
             sampler = None
             if spec.scrape_metrics and not self.closing.is_set():
-                before = await self.scrape()
+                before = self.first_scrape = await self.scrape()
                 sampler = asyncio.create_task(self.sample_gauges())
             await self.closing.wait()
             # The last scrape comes before the cancellation, so that the server's counters
@@ -456,9 +392,13 @@ class _Point:
             if spec.scrape_metrics and not self.server_gone:
                 after = await self.scrape()
         finally:
-            for task in [*users, probe]:
+            for task in [*users, *background]:
                 task.cancel()
-            await asyncio.gather(*users, probe, return_exceptions=True)
+            await asyncio.gather(*users, *background, return_exceptions=True)
+            if spec.live is not None:
+                spec.live.phase = "done"
+                if self.window_start is not None and self.window_end is not None:
+                    spec.live.window_elapsed_s = self.window_end - self.window_start
             # Requests still running were cancelled; their tokens inside the window count.
             self.kept.extend(f for f in self.current if f is not None)
         return before, after
