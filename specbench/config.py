@@ -17,7 +17,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from specbench import configurations
 from specbench.errors import ConfigError
@@ -176,6 +183,45 @@ class LoadConfig(_Section):
     planted_read_delay_us: float = option(
         0.0, "test knob: client CPU burnt per read", cli="--planted-read-delay-us", hidden=True
     )
+    # As SGLang's bench_serving --extra-request-body and vLLM's --extra-body: merged into the
+    # top level of every body (on /generate, sampling keys go into sampling_params); keys
+    # specbench sets itself are refused. Where they go and why: load/protocols.py.
+    extra_request_body: dict[str, Any] = option(
+        {},
+        "JSON object merged into every request body, e.g. '{\"top_k\": 20}'",
+        cli="--extra-request-body",
+    )
+    ignore_eos: bool = option(
+        False, "generate exactly max_tokens per request (SGLang ignore_eos)", cli="--ignore-eos"
+    )
+
+    @field_validator("extra_request_body", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """The command line gives the object as JSON text; a TOML table arrives parsed."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"--extra-request-body {value!r} is not JSON ({exc}); "
+                    "give one JSON object, e.g. --extra-request-body '{\"top_k\": 20}'"
+                ) from None
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"--extra-request-body must be a JSON object, not {value!r}; "
+                "give e.g. --extra-request-body '{\"top_k\": 20}'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _measurable_extra_body(self) -> LoadConfig:
+        if self.extra_request_body:
+            # Imported here: the rules live with the bodies, and the CLI starts without them.
+            from specbench.load.protocols import check_extra_body
+
+            check_extra_body(self.extra_request_body, self.protocol)
+        return self
 
 
 class SweepConfig(_Section):

@@ -396,6 +396,7 @@ class Sweep:
             api_key=load.api_key,
             scrape_metrics=True,
             planted_read_delay_us=load.planted_read_delay_us,
+            body=protocols.BodyOptions.from_load(load, server.prompt_renderer),
         )
 
     def _measure_point(self, key: PointKey, live: runner.LiveView | None = None) -> None:

@@ -19,6 +19,7 @@ from specbench.engines.process import ServerStartError, http_get, wait_ready
 
 if TYPE_CHECKING:
     from specbench.engines.base import Server
+    from specbench.load.protocols import PromptRenderer
 
 # An attached server is already up: waiting minutes for it would only hide a wrong URL.
 _ATTACH_READY_S = 60.0
@@ -66,9 +67,36 @@ class AttachEngine:
 
     def __init__(self, cfg: SweepConfig) -> None:
         self.cfg = cfg
+        self._renderers: dict[str, PromptRenderer] = {}  # by tokenizer path, loaded once
 
     def preflight(self) -> None:
         return None
+
+    def prompt_renderer(self, info: dict[str, Any]) -> PromptRenderer | None:
+        """How the text-in protocols render prompts for the server that sent `info`: with the
+        chat template of the tokenizer it reports (SGLang applies none on those routes);
+        a simulated server keeps specbench's own rendering."""
+        from specbench.load.protocols import SPECBENCH_TEXT
+
+        if self.cfg.load.protocol == "openai-chat":
+            return None
+        if "sim_profile" in info:
+            return SPECBENCH_TEXT
+        path = str(info.get("tokenizer_path") or info.get("model_path") or "")
+        if not path:
+            raise ServerStartError(
+                "the attached server's /server_info names no tokenizer_path or model_path to "
+                "load its chat template from; use --protocol openai-chat"
+            )
+        if path not in self._renderers:
+            from specbench.load.chat_template import load_chat_template
+
+            self._renderers[path] = load_chat_template(
+                path,
+                source="the tokenizer_path in the attached server's /server_info",
+                trust_remote_code=bool(info.get("trust_remote_code")),
+            )
+        return self._renderers[path]
 
     def version(self) -> str | None:
         return None
@@ -115,4 +143,5 @@ class AttachEngine:
             admin_api_key=self.cfg.server.admin_api_key,
         )
         verify(server, self.cfg, launched=False)
+        server.prompt_renderer = self.prompt_renderer(info)
         return server

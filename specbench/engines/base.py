@@ -18,7 +18,7 @@ from __future__ import annotations
 import urllib.error
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.config import SweepConfig
 from specbench.configurations import SGLANG_DEFAULT_ADAPTIVE_STEPS, Schedule, ServerConfiguration
@@ -28,6 +28,9 @@ from specbench.engines.attach import fetch_server_info
 from specbench.engines.process import ServerProcess, ServerStartError, http_get
 from specbench.redaction import redact
 from specbench.results.manifest import PerSetServer, ServerRecord
+
+if TYPE_CHECKING:
+    from specbench.load.protocols import PromptRenderer
 
 # /server_info keys worth keeping in the manifest (the resolved speculative settings).
 _INFO_KEYS = (
@@ -60,6 +63,9 @@ class Server:
     stop_grace_s: float = 10.0
     api_key: str | None = field(default=None, repr=False)
     admin_api_key: str | None = field(default=None, repr=False)
+    # How the text-in protocols render prompts for this server (None: the chat protocol, where
+    # the server applies its own template); chosen by the engine.
+    prompt_renderer: PromptRenderer | None = None
 
     @property
     def name(self) -> str:
@@ -121,6 +127,7 @@ class Server:
             server_info={k: self.info[k] for k in _INFO_KEYS if k in self.info},
             time_scale=self.time_scale,
             per_prompt_set=per_set,
+            prompt_renderer=self.prompt_renderer.name if self.prompt_renderer else None,
         )
 
     def __enter__(self) -> Server:
@@ -259,6 +266,13 @@ class LaunchedEngine:
     def version(self) -> str | None:
         return None
 
+    def prompt_renderer(self) -> PromptRenderer | None:
+        """How prompts are rendered for the text-in protocols: specbench's own fixed template
+        here (the simulator's); real SGLang overrides it with the model's chat template."""
+        from specbench.load.protocols import SPECBENCH_TEXT
+
+        return None if self.cfg.load.protocol == "openai-chat" else SPECBENCH_TEXT
+
     def describe(
         self, config: ServerConfiguration, adaptive_path: Path | None, schedule: Schedule | None
     ) -> str:
@@ -275,6 +289,7 @@ class LaunchedEngine:
         label: str | None = None,
     ) -> Server:
         cfg = self.cfg
+        renderer = self.prompt_renderer()  # before the launch: loading it may fail
         path = None
         if schedule is not None:
             path = argv_mod.write_adaptive_config(adaptive_path(run_dir, config, label), schedule)
@@ -304,6 +319,7 @@ class LaunchedEngine:
             stop_grace_s=cfg.server.stop_grace_s,
             api_key=cfg.load.api_key,
             admin_api_key=cfg.server.admin_api_key,
+            prompt_renderer=renderer,
         )
         try:
             server.info = fetch_server_info(server.base_url, api_key=cfg.load.api_key)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
@@ -17,8 +18,10 @@ from specbench.engines.argv import build_argv
 from specbench.engines.base import LaunchedEngine
 from specbench.errors import ConfigError
 
-_PYTHON_NAMES = ("python", "python3")
+if TYPE_CHECKING:
+    from specbench.load.protocols import PromptRenderer
 
+_PYTHON_NAMES = ("python", "python3")
 
 
 def server_command(server: ServerConfig) -> list[str]:
@@ -109,6 +112,17 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
+def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
+    """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+    return value
+
+
 class SGLangEngine(LaunchedEngine):
     """Real SGLang, launched with `server_command + build_argv` and checked after start."""
 
@@ -118,6 +132,7 @@ class SGLangEngine(LaunchedEngine):
         super().__init__(cfg)
         self._version: str | None = None
         self._version_asked = False
+        self._renderer: PromptRenderer | None = None
 
     def preflight(self) -> None:
         server = self.cfg.server
@@ -130,7 +145,26 @@ class SGLangEngine(LaunchedEngine):
                     "pass an existing directory or a Hugging Face model id"
                 )
         self._check_adaptive_support()
+        self.prompt_renderer()  # a missing transformers or tokenizer: one line before any launch
         super().preflight()
+
+    def prompt_renderer(self) -> PromptRenderer | None:
+        """The model's own chat template for the text-in protocols (SGLang applies none there),
+        from the tokenizer the server will load: its --tokenizer-path, else --model-path."""
+        if self.cfg.load.protocol == "openai-chat":
+            return None
+        if self._renderer is None:
+            from specbench.load.chat_template import load_chat_template
+
+            server = self.cfg.server
+            path, source = server.model_path, "--model-path"
+            given = _flag_value(server.extra_args, "--tokenizer-path")
+            if given is not None:
+                path, source = given, "--server-arg=--tokenizer-path"
+            self._renderer = load_chat_template(
+                path, source=source, trust_remote_code="--trust-remote-code" in server.extra_args
+            )
+        return self._renderer
 
     def _check_adaptive_support(self) -> None:
         adaptive = [c.name for c in self.cfg.configurations if c.kind == "dynamic"]

@@ -18,22 +18,27 @@ per-chunk cost while measuring is an append. An event's time is the time of the 
 completed its line: the client could not have seen it earlier.
 
 A prompt row's ``tool_choice`` (chat) and ``sampling`` overrides (:data:`SAMPLING_KEYS`, every
-route) are sent with its requests. The oracle contract tests (``tests/engines/oracle``) run
-these parsers and bodies against SGLang 0.5.23's own serving code.
+route) are sent with its requests. What every body gets beyond its row (``--extra-request-body``,
+``--ignore-eos``, and how the text-in routes render the conversation) is a :class:`BodyOptions`.
+The oracle contract tests (``tests/engines/oracle``) run these parsers and bodies against SGLang
+0.5.23's own serving code.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specbench.errors import UserError
+from specbench.errors import ConfigError, UserError
 from specbench.prompts import PromptRequest
+
+if TYPE_CHECKING:
+    from specbench.config import LoadConfig
 
 # Per-request failure classes (a request cancelled at the window end is not a failure).
 ERROR_CLASSES: tuple[str, ...] = (
@@ -419,6 +424,17 @@ _RANGES: tuple[tuple[str, Any, str], ...] = (
 )
 
 
+def _range_problem(sampling: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """The first (key, value, rule) of `sampling` outside what SGLang's sampler accepts."""
+    for key, allowed, rule in _RANGES:
+        value = sampling.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not allowed(value):
+            return key, value, rule
+    return None
+
+
 def sampling_overrides(request: PromptRequest) -> dict[str, Any]:
     """The row's `sampling` overrides under their OpenAI names, checked against
     :data:`SAMPLING_KEYS` and the ranges SGLang accepts."""
@@ -429,15 +445,13 @@ def sampling_overrides(request: PromptRequest) -> dict[str, Any]:
             f"prompt {request.id!r}: sampling key {unknown[0]!r} is not one specbench sends; "
             f"use {', '.join(SAMPLING_KEYS)} (max_tokens is a row key, not a sampling override)"
         )
-    for key, allowed, rule in _RANGES:
-        value = sampling.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not allowed(value):
-            raise SamplingOverrideError(
-                f"prompt {request.id!r}: sampling {key}={value!r} would be refused by SGLang "
-                f"({key} must be {rule}); fix the row's sampling"
-            )
+    problem = _range_problem(sampling)
+    if problem is not None:
+        key, value, rule = problem
+        raise SamplingOverrideError(
+            f"prompt {request.id!r}: sampling {key}={value!r} would be refused by SGLang "
+            f"({key} must be {rule}); fix the row's sampling"
+        )
     if "min_tokens" in sampling and sampling["min_tokens"] > request.max_tokens:
         raise SamplingOverrideError(
             f"prompt {request.id!r}: sampling min_tokens={sampling['min_tokens']} is above the "
@@ -453,8 +467,120 @@ def check_sampling(requests: Sequence[PromptRequest]) -> None:
             sampling_overrides(request)
 
 
-def chat_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": list(request.messages)}
+# ---------------------------------------------------------------------------------------------
+# What every body gets beyond its row.
+#
+# `--extra-request-body` means what it means in SGLang's bench_serving (`--extra-request-body`)
+# and vLLM's `bench serve` (`--extra-body`): a JSON object whose keys are merged into the top
+# level of every request body. Those tools let it override anything (last wins). specbench
+# refuses instead the keys it sets itself, because its numbers depend on them: the parsers need
+# the stream with a count in every chunk, acceptance needs the spec details, and the manifest's
+# temperature, --ignore-eos and prompt-set hashes must describe what was really sent (an
+# override there would make runs look comparable when they are not). The row's own `sampling`
+# and `tool_choice` still win over the extra keys, as SGLang's per-request extras win over its
+# global ones.
+#
+# On `/generate` SGLang's bench_serving puts the extra keys at the top level too, where SGLang
+# silently ignores a sampling key (`GenerateRequest` ignores unknown keys; only
+# `sampling_params` has them). So that one `--extra-request-body '{"top_k": 20}'` means the same
+# on every protocol, an OpenAI sampling name (:data:`SAMPLING_KEYS`) goes into `sampling_params`
+# under SGLang's name there; an explicit `"sampling_params": {...}` is merged into it key by key
+# (after those, so it wins); every other key stays at the top level, as bench_serving sends it.
+
+_NO_FIX = "drop it from --extra-request-body"
+_PROMPT_FIX = "put it in the prompt file's rows (--prompts FILE.jsonl)"
+# Key -> (why specbench owns it, the fix). Checked on the top level of the extra body.
+_OWNED_KEYS: dict[str, tuple[str, str]] = {
+    "stream": ("every request streams, which the token timing is read from", _NO_FIX),
+    "stream_options": ("every stream carries a token count in each chunk", _NO_FIX),
+    "return_spec_tokens_details": ("specbench asks for it to measure acceptance", _NO_FIX),
+    "model": ("requests name the model the server serves (/server_info)", _NO_FIX),
+    "messages": ("the conversation comes from the prompt set", _PROMPT_FIX),
+    "prompt": ("the prompt comes from the prompt set", _PROMPT_FIX),
+    "text": ("the prompt comes from the prompt set", _PROMPT_FIX),
+    "input_ids": ("the prompt comes from the prompt set", _PROMPT_FIX),
+    "tools": ("the tools are part of the prompt set", _PROMPT_FIX),
+    "max_tokens": ("each request's output cap is its row's max_tokens",
+                   "set max_tokens in the prompt file's rows"),
+    "max_completion_tokens": ("each request's output cap is its row's max_tokens",
+                              "set max_tokens in the prompt file's rows"),
+    "temperature": ("it is recorded as --temperature", "use --temperature"),
+    "ignore_eos": ("it is recorded as --ignore-eos", "use --ignore-eos"),
+    "n": ("specbench measures one answer per request", _NO_FIX),
+    "best_of": ("specbench measures one answer per request", _NO_FIX),
+}
+# The same rule inside an explicit /generate `sampling_params`, under SGLang's names.
+_OWNED_PARAMS: dict[str, tuple[str, str]] = {
+    "max_new_tokens": _OWNED_KEYS["max_tokens"],
+    "temperature": _OWNED_KEYS["temperature"],
+    "ignore_eos": _OWNED_KEYS["ignore_eos"],
+    "n": _OWNED_KEYS["n"],
+}
+
+
+def check_extra_body(extra: Mapping[str, Any], protocol: str) -> None:
+    """Refuse (ConfigError, one line) an extra body that would break measurement on `protocol`
+    or that SGLang would refuse on every request."""
+    owned = next((k for k in extra if k in _OWNED_KEYS), None)
+    if owned is not None:
+        why, fix = _OWNED_KEYS[owned]
+        raise ConfigError(f"--extra-request-body sets {owned!r}, which specbench sets itself "
+                          f"({why}); {fix}")
+    params = extra.get("sampling_params")
+    if params is not None and protocol != "sglang-native":
+        raise ConfigError(f"--extra-request-body sets sampling_params, which only /generate "
+                          f"(--protocol sglang-native) reads; on {protocol} give the sampling "
+                          "keys at the top level, e.g. '{\"top_k\": 20}'")
+    if params is not None and not isinstance(params, dict):
+        raise ConfigError(f"--extra-request-body sampling_params is {params!r}, not an object; "
+                          "give it as e.g. '{\"sampling_params\": {\"top_k\": 20}}'")
+    owned = next((k for k in params or {} if k in _OWNED_PARAMS), None)
+    if owned is not None:
+        why, fix = _OWNED_PARAMS[owned]
+        raise ConfigError(f"--extra-request-body sets sampling_params.{owned}, which specbench "
+                          f"sets itself ({why}); {fix}")
+    problem = _range_problem({k: v for k, v in extra.items() if k in SAMPLING_KEYS})
+    problem = problem or _range_problem(params or {})
+    if problem is not None:
+        key, value, rule = problem
+        raise ConfigError(f"--extra-request-body {key}={value!r} would be refused by SGLang on "
+                          f"every request ({key} must be {rule}); fix the value")
+
+
+@dataclass(frozen=True)
+class PromptRenderer:
+    """How the text-in routes turn a row's conversation into prompt text; `name` is what the
+    manifest records."""
+
+    name: str
+    render: Callable[[PromptRequest], str]
+
+
+# The simulator's (and the default): specbench's own fixed template, the same on every server.
+SPECBENCH_TEXT = PromptRenderer("specbench", render_prompt)
+
+
+@dataclass(frozen=True)
+class BodyOptions:
+    """What every request body gets beyond its prompt row: the `--extra-request-body` keys
+    (checked by :func:`check_extra_body` when the config is built), `--ignore-eos`, and the
+    renderer of the text-in routes (chosen by the engine)."""
+
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    ignore_eos: bool = False
+    renderer: PromptRenderer = SPECBENCH_TEXT
+
+    @classmethod
+    def from_load(cls, load: LoadConfig, renderer: PromptRenderer | None) -> BodyOptions:
+        return cls(dict(load.extra_request_body), load.ignore_eos, renderer or SPECBENCH_TEXT)
+
+
+PLAIN_BODY = BodyOptions()
+
+
+def chat_body(request: PromptRequest, model: str, temperature: float,
+              options: BodyOptions = PLAIN_BODY) -> dict[str, Any]:
+    body: dict[str, Any] = {**options.extra, "model": model, "messages": list(request.messages)}
     if request.tools:
         body["tools"] = list(request.tools)
     if request.tool_choice is not None:
@@ -464,25 +590,45 @@ def chat_body(request: PromptRequest, model: str, temperature: float) -> dict[st
     body["max_completion_tokens"] = request.max_tokens
     body["max_tokens"] = request.max_tokens
     body["temperature"] = temperature
+    if options.ignore_eos:
+        body["ignore_eos"] = True  # an SGLang extra field of ChatCompletionRequest
     body.update(sampling_overrides(request))
     body.update(stream=True, stream_options=_STREAM_OPTIONS, return_spec_tokens_details=True)
     return body
 
 
-def completions_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
+def completions_body(request: PromptRequest, model: str, temperature: float,
+                     options: BodyOptions = PLAIN_BODY) -> dict[str, Any]:
     # max_tokens defaults to 16 on /v1/completions, so it is always sent.
-    body: dict[str, Any] = {"model": model, "prompt": render_prompt(request),
+    body: dict[str, Any] = {**options.extra, "model": model,
+                            "prompt": options.renderer.render(request),
                             "max_tokens": request.max_tokens, "temperature": temperature}
+    if options.ignore_eos:
+        body["ignore_eos"] = True  # an SGLang extra field of CompletionRequest
     body.update(sampling_overrides(request))
     body.update(stream=True, stream_options=_STREAM_OPTIONS, return_spec_tokens_details=True)
     return body
 
 
-def native_body(request: PromptRequest, model: str, temperature: float) -> dict[str, Any]:
+def _native_extra(extra: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The extra body split for /generate: (top-level keys, sampling_params keys)."""
+    top = {k: v for k, v in extra.items() if k not in SAMPLING_KEYS and k != "sampling_params"}
+    params = {SAMPLING_KEYS[k]: v for k, v in extra.items() if k in SAMPLING_KEYS}
+    params.update(extra.get("sampling_params") or {})
+    return top, params
+
+
+def native_body(request: PromptRequest, model: str, temperature: float,
+                options: BodyOptions = PLAIN_BODY) -> dict[str, Any]:
     # sampling_params rejects unknown keys with 400: only SamplingParams' own names go in.
-    params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "temperature": temperature}
+    top, extra_params = _native_extra(options.extra)
+    params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "temperature": temperature,
+                              **extra_params}
+    if options.ignore_eos:
+        params["ignore_eos"] = True
     params.update((SAMPLING_KEYS[k], v) for k, v in sampling_overrides(request).items())
-    return {"text": render_prompt(request), "sampling_params": params, "stream": True}
+    return {**top, "text": options.renderer.render(request), "sampling_params": params,
+            "stream": True}
 
 
 @dataclass(frozen=True)
@@ -491,11 +637,12 @@ class Protocol:
 
     name: str
     path: str
-    build_body: Callable[[PromptRequest, str, float], dict[str, Any]]
+    build_body: Callable[[PromptRequest, str, float, BodyOptions], dict[str, Any]]
     parse: Callable[[Sequence[bytes], Sequence[float]], ParsedStream]
 
-    def encode(self, request: PromptRequest, model: str, temperature: float) -> bytes:
-        return json.dumps(self.build_body(request, model, temperature)).encode()
+    def encode(self, request: PromptRequest, model: str, temperature: float,
+               options: BodyOptions = PLAIN_BODY) -> bytes:
+        return json.dumps(self.build_body(request, model, temperature, options)).encode()
 
 
 PROTOCOLS: dict[str, Protocol] = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from specbench.load.prometheus import MetricsSnapshot
+from specbench.load.protocols import BodyOptions
 from specbench.prompts import PromptRequest
 
 
@@ -61,6 +62,8 @@ class PointSpec:
     # Wall seconds of nothing but connect/server_gone failures after which the server is
     # considered dead and the point ends.
     dead_server_s: float = 3.0
+    # What every body gets beyond its row (--extra-request-body, --ignore-eos, the renderer).
+    body: BodyOptions = field(default_factory=BodyOptions)
     # A progress display's view of the point (see LiveView); None: nobody is watching.
     live: LiveView | None = field(default=None, compare=False, repr=False)
 

@@ -152,7 +152,8 @@ class _Point:
         if spec.api_key:
             self.headers["Authorization"] = f"Bearer {spec.api_key}"
         # Bodies are encoded once; the hot path sends ready bytes.
-        self.bodies = [self.protocol.encode(r, spec.model, spec.temperature) for r in spec.requests]
+        self.bodies = [self.protocol.encode(r, spec.model, spec.temperature, spec.body)
+                       for r in spec.requests]
         self.cursor = 0
         self.in_flight = 0
         self.warm = False

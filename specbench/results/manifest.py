@@ -65,6 +65,9 @@ class ServerRecord(_Record):
     server_info: dict[str, Any] = Field(default_factory=dict)
     time_scale: float = 1.0
     per_prompt_set: dict[str, PerSetServer] = Field(default_factory=dict)
+    # How the text-in protocols rendered prompts ("specbench" or the model's chat template);
+    # None on openai-chat, where the server applies its own template.
+    prompt_renderer: str | None = None
 
 
 class ThresholdRecord(_Record):

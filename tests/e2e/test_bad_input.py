@@ -87,6 +87,21 @@ CASES = [
     ("prompt file empty", ["--prompts", "{tmp}/empty.jsonl"], "empty.jsonl"),
     ("prompt sampling out of range", ["--prompts", "{tmp}/topp.jsonl"], "top_p must be in (0, 1]"),
     ("prompt sampling unknown key", ["--prompts", "{tmp}/samplekey.jsonl"], "sampling key 'beam'"),
+    # what goes into a request body
+    ("extra body not JSON", ["--extra-request-body", "{top_k: 20}"], "is not JSON"),
+    ("extra body not an object", ["--extra-request-body", "[1]"], "must be a JSON object"),
+    ("extra body sets stream", ["--extra-request-body", '{"stream": false}'], "sets 'stream'"),
+    (
+        "extra body sets the output cap",
+        ["--extra-request-body", '{"max_tokens": 8}'],
+        "set max_tokens in the prompt file's rows",
+    ),
+    ("extra body out of range", ["--extra-request-body", '{"top_k": 0}'], "top_k must be"),
+    (
+        "chat template not loadable",
+        ["--engine", "sglang", "--protocol", "openai-completions", "--model-path", "{tmp}"],
+        "the model's chat template",
+    ),
     # the file system
     ("results dir is a file", ["--results-dir", "{tmp}/bad.toml"], "cannot write the run dir"),
 ]

@@ -220,18 +220,14 @@ def test_the_simulator_generates_exactly_max_tokens_under_ignore_eos(
     assert fixed == [(400, "length")] * len(ROWS)
 
 
-_HAS_RUNNER_HOOK = "body" in {f.name for f in dataclasses.fields(runner.PointSpec)}
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _HAS_RUNNER_HOOK, reason="runner.PointSpec has no body field yet")
 @pytest.mark.parametrize("options", [BodyOptions(ignore_eos=True),
                                      BodyOptions(extra={"min_tokens": 400})],
                          ids=["ignore-eos", "extra-min-tokens"])
 def test_every_request_of_a_point_carries_the_options(eagle3: str, options: BodyOptions) -> None:
     spec = runner.PointSpec(base_url=eagle3, protocol="openai-chat", model="m", concurrency=8,
                             requests=ROWS, warmup_s=0.0, window_s=1.0, scrape_metrics=False,
-                            body=options)  # type: ignore[call-arg]
+                            body=options)
     result = asyncio.run(runner.run_point(spec))
     done = [r for r in result.records if r.status == "ok"]
     assert done, "no request completed in the window"
