@@ -24,11 +24,6 @@ from specbench.results import Manifest, PromptSetRecord, RunDirError, read_manif
 from specbench.results.manifest import EngineRecord
 
 
-def server_log(run_dir: Path, name: str) -> Path:
-    """Where a launched server of configuration `name` writes its log."""
-    return run_dir / "servers" / f"{name}.log"
-
-
 def new_run_dir(cfg: SweepConfig) -> Path:
     name = cfg.run_name or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
     root = cfg.results_dir.resolve()

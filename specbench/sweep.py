@@ -26,6 +26,7 @@ from specbench import configurations, metrics, prompts, results, rundir
 from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server, make_engine
+from specbench.engines.base import server_log
 from specbench.errors import ConfigError, UserError
 from specbench.load import protocols, runner
 from specbench.plan import levels_for, point_estimate_s
@@ -178,7 +179,7 @@ class Sweep:
                         progress.launched()  # nothing to launch for this group
                         continue
                     label = "+".join(names) if len(groups) > 1 else None
-                    progress.launching(config.name, rundir.server_log(self.run_dir, config.name))
+                    progress.launching(config.name, server_log(self.run_dir, config.name))
                     self._start(config, schedule, names, label)
                     progress.launched()
                     for key in todo:

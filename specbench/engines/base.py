@@ -46,6 +46,11 @@ _INFO_KEYS = (
 )
 
 
+def server_log(run_dir: Path, name: str) -> Path:
+    """Where a launched server of configuration `name` writes its log."""
+    return run_dir / "servers" / f"{name}.log"
+
+
 @dataclass
 class Server:
     """A server the sweep measures against, launched or attached; `with` stops it."""
@@ -295,7 +300,7 @@ class LaunchedEngine:
             path = argv_mod.write_adaptive_config(adaptive_path(run_dir, config, label), schedule)
         argv = self.command(config, path, schedule) + self._key_flags()
         env = argv_mod.server_env(config, cfg.server)
-        log_path = run_dir / "servers" / f"{config.name}.log"
+        log_path = server_log(run_dir, config.name)
         proc = ServerProcess(
             name=config.name,
             argv=argv,

@@ -106,6 +106,8 @@ _CONFIG_FIELDS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("server", "tp_size"), "tensor parallel size"),
     (("load", "protocol"), "protocol"),
     (("load", "temperature"), "temperature"),
+    (("load", "extra_request_body"), "extra request body"),
+    (("load", "ignore_eos"), "ignore-eos"),
 )
 _SIM_PROFILE_FIELD: tuple[tuple[str, ...], str] = (("sim", "profile"), "sim profile")
 
