@@ -485,6 +485,8 @@ def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> N
     estimated (about 4 characters per token), so only requests past the limit are named.
     """
     context = info.get("context_length")
+    if not isinstance(context, int):  # not set at launch: the model's own (from /v1/models)
+        context = info.get("max_model_len")
     if not isinstance(context, int) or info.get("allow_auto_truncate"):
         return
     lines = []

@@ -56,7 +56,21 @@ def fetch_server_info(
         raise ServerStartError(
             f"{base_url}/server_info did not return an object; is this an SGLang server?"
         )
+    if not isinstance(info.get("context_length"), int):
+        # Unset unless launched with --context-length; the model's own limit is in /v1/models.
+        info["max_model_len"] = _max_model_len(base_url, timeout_s, api_key)
     return info
+
+
+def _max_model_len(base_url: str, timeout_s: float, api_key: str | None) -> int | None:
+    try:
+        status, body = http_get(f"{base_url.rstrip('/')}/v1/models", timeout_s=timeout_s,
+                                token=api_key)
+        cards = json.loads(body).get("data") if status == 200 else None
+    except (OSError, urllib.error.URLError, json.JSONDecodeError, AttributeError):
+        return None
+    limits = [c.get("max_model_len") for c in cards or [] if isinstance(c, dict)]
+    return next((n for n in limits if isinstance(n, int)), None)
 
 
 class AttachEngine:

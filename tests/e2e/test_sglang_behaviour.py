@@ -53,6 +53,27 @@ def test_over_long_prompts_are_refused_per_set_before_any_load(tmp_path: Path) -
     assert manifest["status"] == "failed" and manifest["points"] == {}
 
 
+def test_the_models_own_context_length_is_used_when_none_was_set_at_launch(
+        tmp_path: Path) -> None:
+    # SGLang leaves /server_info context_length unset without --context-length; the model's
+    # limit is /v1/models max_model_len. A profile whose model has a 4096-token context:
+    from specbench.sim.costmodel import PROFILE_DIR
+
+    text = (PROFILE_DIR / "llama-3.1-8b-1xh200.toml").read_text()
+    assert "context_length = 131072" in text
+    profile = tmp_path / "short-context.toml"
+    profile.write_text(text.replace("context_length = 131072", "context_length = 4096"))
+    proc = _cli(
+        ["sweep", "--modes", "baseline", "--prompts", "coding", *FAST, "--port", str(free_port()),
+         "--sim-profile", str(profile), "--results-dir", str(tmp_path), "--run-name", "r"],
+        tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: prompt set coding:") and "context length 4096" in last, last
+    assert not list((tmp_path / "r").glob("points/**/*.parquet"))
+
+
 @pytest.mark.slow
 def test_points_record_a_confirmed_cache_flush(tmp_path: Path) -> None:
     proc = _cli(
