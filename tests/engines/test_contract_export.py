@@ -45,11 +45,10 @@ import importlib.util, runpy, sys
 from pathlib import Path
 
 sys.path.insert(0, sys.argv[1])
-import launch  # tests/engines/oracle/launch.py: the tokenizer builder and the import stubs
+import launch  # tests/engines/oracle/launch.py: the tokenizer builder (it stubs torchvision)
+import import_stubs
 
-# Imported at start-up, never used on this path.
-missing = {root for root in ("datasets",) if importlib.util.find_spec(root) is None}
-sys.meta_path.append(launch._StubFinder(missing))
+import_stubs.install(("datasets",))  # imported at start-up, never used on this path
 target, _ = launch.build_model(Path(sys.argv[2]), ["alpha", "beta", "gamma", "delta", "omega"])
 print(f"tokenizer: {target}", file=sys.stderr)
 sys.argv = ["sglang.benchmark.serving", "--tokenizer", str(target), *sys.argv[3:]]

@@ -50,49 +50,15 @@ STEPS = 3
 # Runs under SGLANG_PYTHON. Reads one JSON job per line on stdin, answers one JSON line on
 # the private results fd; everything SGLang prints goes to stderr (a file).
 PROBE = r'''
-import importlib.abc, importlib.machinery, importlib.util, json, os, sys, tempfile, traceback
-import types
+import json, os, sys, tempfile, traceback
 
 results = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)  # stray prints must not corrupt the results stream
 
+sys.path.insert(0, sys.argv[1])  # tests/engines/oracle: import_stubs.py
+import import_stubs
 
-class _Anything(type):
-    def __getattr__(cls, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Anything(name, (), {})
-
-    def __call__(cls, *args, **kwargs):
-        return cls
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Permissive stand-ins for packages that are imported but never used by the code under
-    test (torchvision: PyPI's build does not load beside the CPU torch wheel)."""
-
-    def __init__(self, roots):
-        self.roots = roots
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        module.__version__ = "0.0.0"
-        module.__getattr__ = lambda attr: _Anything.__getattr__(_Anything, attr)
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-missing = {root for root in ("torchvision",) if importlib.util.find_spec(root) is None}
-if missing:
-    sys.meta_path.append(_StubFinder(missing))
+import_stubs.install()
 
 import sglang
 from sglang.srt.entrypoints.openai import protocol
@@ -205,7 +171,7 @@ class Probe:
         self.stderr_path = stderr_path
         self._stderr = open(stderr_path, "wb")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            [python, "-c", PROBE],
+            [python, "-c", PROBE, str(Path(__file__).resolve().parent / "oracle")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

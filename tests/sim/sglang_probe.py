@@ -5,7 +5,7 @@ under ``$SPECBENCH_SGLANG_PYTHON`` (the contract venv made by
 scripts/install_sglang_contract.sh), else this interpreter, reads one JSON job on stdin and
 prints one JSON answer as its last line. :func:`require_sglang` skips the calling test when
 that interpreter has no sglang. torchvision, which some sglang modules import but these
-tests never use, is stubbed when it is missing (the CPU-only venv has none).
+tests never use, is stubbed when it is missing (tests/engines/oracle/import_stubs.py).
 """
 
 from __future__ import annotations
@@ -15,46 +15,22 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 SGLANG_PYTHON = os.environ.get("SPECBENCH_SGLANG_PYTHON", sys.executable)
 
-PRELUDE = r"""
-import importlib.abc, importlib.machinery, importlib.util, json, sys, types
+STUBS_DIR = Path(__file__).resolve().parents[1] / "engines" / "oracle"  # import_stubs.py
 
+PRELUDE = f"""
+import json, sys
 
-class _Anything(type):
-    # Every attribute of a stubbed module is a class, and so are its attributes.
-    def __getattr__(cls, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Anything(name, (), {})
+sys.path.insert(0, {str(STUBS_DIR)!r})
+import import_stubs
 
-    def __call__(cls, *args, **kwargs):
-        return cls
-
-
-class _Missing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "torchvision":
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        module.__version__ = "0.0.0"
-        module.__getattr__ = lambda name: _Anything.__getattr__(_Anything, name)
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-if importlib.util.find_spec("torchvision") is None:
-    sys.meta_path.append(_Missing())
+import_stubs.install()
 JOB = json.load(sys.stdin)
 """
 

@@ -16,54 +16,15 @@ below is in place in every SGLang process.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
 import os
 import sys
-import types
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from import_stubs import install
 
-
-class _Anything(type):
-    def __getattr__(cls, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Anything(name, (), {})
-
-    def __call__(cls, *args, **kwargs):
-        return cls
-
-
-class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Permissive stand-ins for packages imported but never used on this path (torchvision:
-    PyPI's build does not load beside the CPU torch wheel)."""
-
-    def __init__(self, roots: set[str]) -> None:
-        self.roots = roots
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = types.ModuleType(spec.name)
-        module.__path__ = []
-        module.__version__ = "0.0.0"
-        module.__getattr__ = lambda attr: _Anything.__getattr__(_Anything, attr)
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-_missing = {root for root in ("torchvision",) if importlib.util.find_spec(root) is None}
-if _missing:
-    sys.meta_path.append(_StubFinder(_missing))
+install()
 
 EOS = "<|eot|>"
 SPECIALS = ["<|unk|>", "<|bos|>", EOS, "<|system|>", "<|user|>", "<|assistant|>"]
