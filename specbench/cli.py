@@ -408,5 +408,17 @@ def _add_prompts_app() -> None:
 _add_prompts_app()
 
 
+def _add_feature_commands() -> None:
+    # Each lives with its feature and imports its heavy parts only when run.
+    from specbench.compare_cli import compare
+    from specbench.export_cli import export
+
+    app.command()(compare)
+    app.command()(export)
+
+
+_add_feature_commands()
+
+
 def main() -> None:  # pragma: no cover - console entry point for `python -m specbench`
     app()
