@@ -43,6 +43,8 @@ _TOP_PANELS = {
     "attach": "Server",
     "threshold": "Server",
     "max_point_retries": "Server",
+    "gpus": "Server",
+    "only_config": "Server",
     "prompt_sets": "Load",
     "concurrency": "Load",
     "results_dir": "Output",

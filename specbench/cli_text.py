@@ -8,6 +8,7 @@ value the schema validates.
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,29 @@ def parse_number(text: str, kind: str, flag: str) -> int | float:
         raise ConfigError(f"--{flag} {text!r} is not {what}; give e.g. --{flag} 2") from None
 
 
+def parse_gpus(text: str) -> list[int]:
+    """`--gpus 0,1,2,3` or `--gpus all` (every GPU nvidia-smi lists)."""
+    if text.strip() == "all":
+        try:
+            listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                                    timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            listed = ""
+        count = sum(line.startswith("GPU ") for line in listed.splitlines())
+        if count == 0:
+            raise ConfigError("--gpus all: nvidia-smi lists no GPU here; give the ids, e.g. "
+                              "--gpus 0,1 (the simulator records them and runs on the CPU)")
+        return list(range(count))
+    ids: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit():
+            raise ConfigError(f"--gpus: {part!r} is not a GPU id; give e.g. --gpus 0,1,2,3")
+        if int(part) in ids:
+            raise ConfigError(f"--gpus: GPU {part} is given twice; list each GPU once")
+        ids.append(int(part))
+    return ids
+
+
 def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
     """One option's command-line value as the plain value its schema field takes."""
     if kind == "csv":
@@ -116,6 +140,8 @@ def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
         return [part for item in value for part in shlex.split(item)]
     if kind == "threshold":
         return parse_threshold(value)
+    if kind == "gpus":
+        return parse_gpus(value)
     if kind == "attach":
         return parse_attach(value)
     if kind == "weights":

@@ -272,12 +272,32 @@ class SweepConfig(_Section):
     max_point_retries: int = option(
         1, "restarts of a server that dies mid-point", cli="--max-point-retries", ge=0
     )
+    # Several configurations at once (specbench/parallel.py): slots of --tp-size GPUs each.
+    gpus: tuple[int, ...] = option(
+        (),
+        "GPU ids (or all) for configurations side by side, --tp-size each",
+        cli="--gpus",
+        parse="gpus",
+    )
+    # A shard of a run spec (`specbench slurm`, `specbench merge`): the rest of the config stays
+    # the run's own, so shards of one spec agree and merge; empty measures every mode.
+    only_config: tuple[str, ...] = option(
+        (),
+        "comma list: measure only these configurations of --modes (a shard to merge later)",
+        cli="--only-config",
+        parse="csv",
+    )
 
     @field_validator("modes")
     @classmethod
     def _known_modes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for name in value:
             configurations.parse(name)  # raises ConfigError naming the mode
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("only_config")
+    @classmethod
+    def _unique_only_config(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(dict.fromkeys(value))
 
     @field_validator("mix")
@@ -306,6 +326,48 @@ class SweepConfig(_Section):
             )
         return tuple(sorted(set(value)))
 
+    @model_validator(mode="after")
+    def _shardable_only_config(self) -> SweepConfig:
+        for name in self.only_config:
+            if name not in self.modes:
+                raise ConfigError(
+                    f"--only-config {name} is not in --modes ({','.join(self.modes)}); "
+                    "add it to --modes or name one of those"
+                )
+            if self.waits_for_analysis(configurations.parse(name)):
+                raise ConfigError(
+                    f"--only-config {name}: the {name} server needs the analysis of the other "
+                    "configurations' curves; leave it out of the shards and measure it after "
+                    "merging them, with specbench sweep --resume MERGED_RUN"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _gpus_fit(self) -> SweepConfig:
+        tp = self.server.tp_size
+        if self.gpus and self.engine == "attach":
+            raise ConfigError("--gpus places servers specbench launches; attached servers run "
+                              "where they were started: drop --gpus")
+        if self.gpus and len(self.gpus) < tp:
+            raise ConfigError(f"--gpus {','.join(map(str, self.gpus))}: fewer GPUs than one "
+                              f"server's --tp-size {tp}; give at least {tp}")
+        return self
+
+    def gpu_slots(self) -> list[tuple[int, ...]]:
+        """Disjoint GPU sets of --tp-size each (GPUs left over stay unused); [] without --gpus."""
+        gpus, tp = self.gpus, self.server.tp_size
+        return [gpus[i:i + tp] for i in range(0, len(gpus) - tp + 1, tp)]
+
+    def waits_for_analysis(self, config: configurations.ServerConfiguration) -> bool:
+        """Whether `config` can only be measured once the other curves are in: the tuned
+        server, and a dynamic server whose threshold comes from the measured crossover (not
+        given with --threshold, and not the fixed default a run without both curves uses)."""
+        if not config.needs_analysis:
+            return False
+        if config.adaptive == "threshold":
+            return self.threshold is None and configurations.analyzable(self.modes)
+        return True
+
     @property
     def max_running_requests(self) -> int:
         if self.server.max_running_requests is not None:
@@ -319,8 +381,10 @@ class SweepConfig(_Section):
 
     @property
     def configurations(self) -> list[configurations.ServerConfiguration]:
-        """The named server configurations of this sweep, in measuring order."""
-        return configurations.ordered(self.modes, self.server.speculative_num_steps)
+        """The server configurations this sweep measures, in measuring order: every mode, or
+        only those of --only-config (a shard)."""
+        names = self.only_config or self.modes
+        return configurations.ordered(names, self.server.speculative_num_steps)
 
 
 SECTIONS: dict[str, type[_Section]] = {"server": ServerConfig, "sim": SimConfig, "load": LoadConfig}

@@ -79,11 +79,14 @@ class Eta:
     def per_launch_s(self) -> float:
         return statistics.median(self.launch_s) if self.launch_s else self.launch_estimate_s
 
-    def left_s(self, points_left: int, launches_left: int, current_started_s: float) -> float:
-        """`current_started_s`: how long the point in progress has run (it counts as left)."""
+    def left_s(self, points_left: int, launches_left: int, current_started_s: float,
+               parallel: int = 1) -> float:
+        """`current_started_s`: how long the point in progress has run (it counts as left);
+        `parallel`: servers measuring side by side (`--gpus`)."""
         point_s = self.per_point_s()
         in_progress = min(current_started_s, point_s)
-        return max(0.0, points_left * point_s - in_progress) + launches_left * self.per_launch_s()
+        work_s = max(0.0, points_left * point_s - in_progress) + launches_left * self.per_launch_s()
+        return work_s / max(1, parallel)
 
 
 class _EtaColumn(ProgressColumn):
@@ -114,6 +117,7 @@ class SweepProgress:
                  launch_estimate_s: float = 30.0) -> None:
         self.eta = Eta(point_estimate_s, launch_estimate_s)
         self.launches_left = 0
+        self.parallel = 1  # servers measuring side by side (--gpus)
         self._launch: tuple[Path | None, float] | None = None
         self._point: tuple[LiveView, float] | None = None
         self._progress = _Display(
@@ -164,6 +168,13 @@ class SweepProgress:
         self._point = (live, time.monotonic())
         self._progress.update(self._task, description=description)
 
+    def describe(self, text: str) -> None:
+        self._progress.update(self._task, description=text)
+
+    def measured_elsewhere(self) -> None:
+        """A point measured by a parallel worker (not timed here)."""
+        self._progress.advance(self._task, 1)
+
     def measured(self) -> None:
         if self._point is not None:
             self.eta.point_s.append(time.monotonic() - self._point[1])
@@ -175,7 +186,7 @@ class SweepProgress:
         points_left = max(0, int(task.total or 0) - int(task.completed))
         now = time.monotonic()
         running_s = now - self._point[1] if self._point else 0.0
-        left_s = self.eta.left_s(points_left, self.launches_left, running_s)
+        left_s = self.eta.left_s(points_left, self.launches_left, running_s, self.parallel)
         if self._launch is not None:  # the launch in progress counts as partly done
             left_s = max(0.0, left_s - min(now - self._launch[1], self.eta.per_launch_s()))
         return left_s

@@ -32,7 +32,7 @@ from specbench.load import protocols, runner
 from specbench.plan import levels_for, point_estimate_s
 from specbench.progress import SweepProgress
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
-from specbench.results.manifest import RunStatus
+from specbench.results.manifest import RunStatus, ServerRecord
 
 
 class SweepError(UserError, RuntimeError):
@@ -87,7 +87,7 @@ def _mix(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> prompts.Prompt
 
 
 @contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
+def signals_raise() -> Iterator[None]:
     """Turn SIGTERM and SIGHUP into SweepInterrupted so servers are stopped and points kept."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -117,7 +117,7 @@ def run_sweep(
     sweep = Sweep(cfg, engine, sets, run_dir, manifest, console)
     status: RunStatus = "failed"
     try:
-        with _signals_raise():
+        with signals_raise():
             sweep.run()
         status = "complete"
     except KeyboardInterrupt:
@@ -161,34 +161,50 @@ class Sweep:
         self.name_width = max([8, *(len(name) for name in cfg.modes)])
 
     def run(self) -> None:
-        done = results.measured_keys(self.run_dir)
         configs = self.cfg.configurations
         progress = SweepProgress(self.console, total=self._planned(),
                                  point_estimate_s=point_estimate_s(self.cfg, self.engine),
                                  launch_estimate_s=self.engine.start_estimate_s)
         with progress:
-            for index, config in enumerate(configs):
-                groups = self._server_groups(config)
-                for position, (schedule, names) in enumerate(groups.items()):
-                    keys = self._keys(config, schedule, names)
-                    todo = [k for k in keys if k not in done]
-                    later = self._launches_left(configs[index + 1:], done)
-                    progress.plan(self._planned(), len(groups) - position + later)
-                    progress.advance(len(keys) - len(todo))
-                    if not todo:
-                        progress.launched()  # nothing to launch for this group
-                        continue
-                    label = "+".join(names) if len(groups) > 1 else None
-                    progress.launching(config.name, server_log(self.run_dir, config.name))
-                    self._start(config, schedule, names, label)
-                    progress.launched()
-                    for key in todo:
-                        live = runner.LiveView(time_scale=self.engine.time_scale)
-                        progress.measuring(f"{key.mode} {key.prompt_set} c={key.concurrency}",
-                                           live)
-                        self._measure_point(key, live)
-                        progress.measured()
-                    self.stop_server()
+            slots = self.cfg.gpu_slots()
+            if len(slots) > 1:
+                from specbench.parallel import ParallelRunner
+
+                ParallelRunner(self, slots).run(progress)
+            else:
+                self.run_configurations(configs, progress)
+
+    def config_keys(self, config: ServerConfiguration) -> list[PointKey]:
+        """Every point of a configuration whose schedules are known without an analysis."""
+        return [key for schedule, names in self._server_groups(config).items()
+                for key in self._keys(config, schedule, names)]
+
+    def run_configurations(self, configs: list[ServerConfiguration],
+                           progress: SweepProgress) -> None:
+        """Measure what is missing of `configs`, one server at a time."""
+        done = results.measured_keys(self.run_dir)
+        for index, config in enumerate(configs):
+            groups = self._server_groups(config)
+            for position, (schedule, names) in enumerate(groups.items()):
+                keys = self._keys(config, schedule, names)
+                todo = [k for k in keys if k not in done]
+                later = self._launches_left(configs[index + 1:], done)
+                progress.plan(self._planned(), len(groups) - position + later)
+                progress.advance(len(keys) - len(todo))
+                if not todo:
+                    progress.launched()  # nothing to launch for this group
+                    continue
+                label = "+".join(names) if len(groups) > 1 else None
+                progress.launching(config.name, server_log(self.run_dir, config.name))
+                self._start(config, schedule, names, label)
+                progress.launched()
+                for key in todo:
+                    live = runner.LiveView(time_scale=self.engine.time_scale)
+                    progress.measuring(f"{key.mode} {key.prompt_set} c={key.concurrency}",
+                                       live)
+                    self._measure_point(key, live)
+                    progress.measured()
+                self.stop_server()
 
     def _launches_left(self, configs: list[ServerConfiguration], done: set[PointKey]) -> int:
         """Servers still to start for `configs`: one per schedule with points left; a dynamic
@@ -273,9 +289,13 @@ class Sweep:
             return self.server
         check_context(self.server.info, {n: self.sets[n] for n in names})
         previous = self.manifest.servers.get(config.name)
-        self.manifest.servers[config.name] = self.server.record(names, previous)
-        self.manifest.save(self.run_dir)
+        self.store_server(config.name, self.server.record(names, previous))
         return self.server
+
+    def store_server(self, name: str, record: ServerRecord) -> None:
+        """Record a started server (a parallel worker sends it to the manifest's owner)."""
+        self.manifest.servers[name] = record
+        self.manifest.save(self.run_dir)
 
     def stop_server(self, grace_s: float | None = None) -> None:
         server, self.server = self.server, None
@@ -473,6 +493,7 @@ class Sweep:
         )
 
     def _set_point(self, key: PointKey, record: PointRecord) -> None:
+        """Record a point's outcome (a parallel worker sends it to the manifest's owner)."""
         self.manifest.points[key.label] = record
         self.manifest.save(self.run_dir)
 

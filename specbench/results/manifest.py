@@ -88,6 +88,16 @@ class PointRecord(_Record):
     flush_detail: str | None = None
 
 
+class PlacementRecord(_Record):
+    """Where one configuration's server ran in a parallel sweep (`--gpus`), and when."""
+
+    config: str
+    gpu_ids: list[int]
+    port: int
+    started_at: str
+    stopped_at: str | None = None
+
+
 class Manifest(_Record):
     schema_version: Literal[2] = 2
     specbench_version: str
@@ -107,6 +117,7 @@ class Manifest(_Record):
     status: RunStatus = "running"
     resumed_at: list[str] = Field(default_factory=list)
     points: dict[str, PointRecord] = Field(default_factory=dict)
+    placements: list[PlacementRecord] = Field(default_factory=list)  # --gpus runs only
     reference_of: str | None = None  # set on a stored CI reference
 
     def save(self, run_dir: Path) -> None:

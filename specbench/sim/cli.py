@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from typing import Any
@@ -106,6 +107,10 @@ def _log_launch(s: ServerSettings, profile: Profile) -> None:
         log(level, message)
     for flag in s.ignored_flags:
         log("info", f"specbench.sim: {flag} accepted; it has no effect in the simulator")
+    # Recorded, never used: a parallel sweep's tests check which GPUs each server was given.
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        log("info", f"specbench.sim: CUDA_VISIBLE_DEVICES={visible} (recorded; runs on the CPU)")
     log("info", f"Load weight begin. avail mem={profile.memory.gpu_memory_bytes / 2**30:.2f} GB")
 
 

@@ -102,6 +102,13 @@ CASES = [
         ["--engine", "sglang", "--protocol", "openai-completions", "--model-path", "{tmp}"],
         "the model's chat template",
     ),
+    # placement on GPUs
+    ("gpus not ids", ["--gpus", "0,x"], "--gpus: 'x' is not a GPU id"),
+    ("gpus twice", ["--gpus", "0,1,1"], "GPU 1 is given twice"),
+    ("gpus fewer than tp", ["--gpus", "0", "--tp-size", "2"], "fewer GPUs than one server"),
+    ("gpus all without gpus", ["--gpus", "all"], "nvidia-smi lists no GPU here"),
+    ("gpus with attach", ["--engine", "attach", "--attach", "baseline=http://127.0.0.1:9",
+                          "--modes", "baseline", "--gpus", "0,1"], "drop --gpus"),
     # the file system
     ("results dir is a file", ["--results-dir", "{tmp}/bad.toml"], "cannot write the run dir"),
 ]
