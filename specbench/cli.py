@@ -414,9 +414,12 @@ def _add_feature_commands() -> None:
     # Each lives with its feature and imports its heavy parts only when run.
     from specbench.compare_cli import compare
     from specbench.export_cli import export
+    from specbench.shard_cli import SLURM_CONTEXT, merge, slurm
 
     app.command()(compare)
     app.command()(export)
+    app.command()(merge)
+    app.command(context_settings=SLURM_CONTEXT)(slurm)
 
 
 _add_feature_commands()

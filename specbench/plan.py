@@ -58,7 +58,8 @@ def point_estimate_s(cfg: SweepConfig, engine: Engine) -> float:
 
 
 def estimate_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
-    return n_points * point_estimate_s(cfg, engine) + len(cfg.modes) * engine.start_estimate_s
+    launches = len(cfg.configurations)
+    return n_points * point_estimate_s(cfg, engine) + launches * engine.start_estimate_s
 
 
 def dry_run(cfg: SweepConfig, console: Console) -> None:
