@@ -44,6 +44,8 @@ _TOP_PANELS = {
     "threshold": "Server",
     "max_point_retries": "Server",
     "gpus": "Server",
+    "executor": "Server",
+    "ray_address": "Server",
     "only_config": "Server",
     "prompt_sets": "Load",
     "concurrency": "Load",

@@ -272,6 +272,14 @@ class SweepConfig(_Section):
     max_point_retries: int = option(
         1, "restarts of a server that dies mid-point", cli="--max-point-retries", ge=0
     )
+    executor: Literal["local", "ray"] = option(
+        "local", "local (one node; side by side with --gpus) or ray (a Ray cluster)",
+        cli="--executor",
+    )
+    ray_address: str | None = option(
+        None, "Ray cluster to join (auto, ray://host:10001); default: start a local one",
+        cli="--ray-address",
+    )
     # Several configurations at once (specbench/parallel.py): slots of --tp-size GPUs each.
     gpus: tuple[int, ...] = option(
         (),
@@ -345,6 +353,9 @@ class SweepConfig(_Section):
     @model_validator(mode="after")
     def _gpus_fit(self) -> SweepConfig:
         tp = self.server.tp_size
+        if self.executor == "ray" and self.engine == "attach":
+            raise ConfigError("--executor ray launches servers on the cluster; attached servers "
+                              "are measured from here: drop --executor ray")
         if self.gpus and self.engine == "attach":
             raise ConfigError("--gpus places servers specbench launches; attached servers run "
                               "where they were started: drop --gpus")

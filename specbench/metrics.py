@@ -69,6 +69,10 @@ SERVER_TOLERANCE = 0.10
 # Plus, in tokens, one chunk of up to 4 tokens per user in flight across the scrape edges.
 SERVER_SLACK_TOKENS_PER_USER = 4
 RUNNING_FRACTION_MIN = 0.80
+# ran_below_c from the queue gauge needs a queue of at least this share of c on average, over
+# at least this many samples.
+QUEUE_FRACTION_MIN = 0.10
+MIN_GAUGE_SAMPLES = 3
 MIN_REQUESTS = 5
 
 # Only what a real SGLang server exports is read: the simulator's own extensions are for its
@@ -307,7 +311,8 @@ class _ServerView:
     finished_tokens: float  # tokens of the requests that finished in between (SGLang's counter)
     verify_calls: float
     running_mean: float  # mean of the sampled running-requests gauge (NaN: none sampled)
-    queued_max: float  # most requests waiting in the queue in any sample
+    queued_mean: float  # mean of the sampled queue gauge (0: none sampled)
+    samples: int  # gauge samples behind the two means
     retracted: float  # requests the server retracted (preempted) between the scrapes
 
 
@@ -317,6 +322,7 @@ def _server_view(result: PointResult, time_scale: float) -> _ServerView:
     # after the cancellation, when they say nothing about the window.
     samples = [s.values for s in ([before] if before else []) + list(result.gauges)]
     running = [v[RUNNING_REQS] for v in samples if RUNNING_REQS in v]
+    queued = [v.get(QUEUE_REQS, 0.0) for v in samples]
     retracted = NAN
     if before is not None and after is not None:
         retracted = after.values.get(RETRACTED, 0.0) - before.values.get(RETRACTED, 0.0)
@@ -325,7 +331,8 @@ def _server_view(result: PointResult, time_scale: float) -> _ServerView:
         finished_tokens=_delta(before, after, GEN_TOKENS),
         verify_calls=_delta(before, after, VERIFY_CALLS),
         running_mean=float(np.mean(running)) if running else NAN,
-        queued_max=max((v.get(QUEUE_REQS, 0.0) for v in samples), default=0.0),
+        queued_mean=float(np.mean(queued)) if queued else 0.0,
+        samples=len(running),
         retracted=retracted,
     )
 
@@ -440,8 +447,11 @@ def _flags(
         flags.append(Flag.SERVER_DISAGREES)
     if max_running_requests is not None and c > max_running_requests:
         flags.append(Flag.CAPPED_BY_SERVER)
-    waited = server.queued_max > 0 or server.retracted > 0
-    if waited and server.running_mean < RUNNING_FRACTION_MIN * c:
+    # Evidence that requests waited for the server, not for the client: a retraction, or a
+    # queue that stayed (a request between two batches shows up in a sample or two).
+    queue_stayed = (server.samples >= MIN_GAUGE_SAMPLES
+                    and server.queued_mean >= max(1.0, QUEUE_FRACTION_MIN * c))
+    if (server.retracted > 0 or queue_stayed) and server.running_mean < RUNNING_FRACTION_MIN * c:
         flags.append(Flag.RAN_BELOW_C)
     if any(r.token_mismatch or (r.status == "ok" and (
             r.completion_tokens > r.max_tokens

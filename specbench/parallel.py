@@ -124,43 +124,93 @@ def _worker(cfg_json: str, run_dir: str, name: str, gpu_ids: tuple[int, ...], po
             worker.stop_server()
 
 
-class ParallelRunner:
-    """Runs a sweep's independent configurations side by side, then the dependent ones."""
+def split(sweep: Sweep) -> tuple[list[ServerConfiguration], list[ServerConfiguration], int]:
+    """The configurations with points left that can start now, those that wait for an
+    analysis, and how many points of the first kind are already measured (a resume)."""
+    configs: list[ServerConfiguration] = sweep.cfg.configurations
+    dependent = [c for c in configs if sweep.cfg.waits_for_analysis(c)]
+    independent = [c for c in configs if c not in dependent]
+    done = results.measured_keys(sweep.run_dir)
+    keys = {c.name: sweep.config_keys(c) for c in independent}
+    waiting = [c for c in independent if any(k not in done for k in keys[c.name])]
+    return waiting, dependent, sum(k in done for ks in keys.values() for k in ks)
+
+
+class Runner:
+    """What every executor shares: the two phases, the placements, and applying the workers'
+    messages to the one manifest. Subclasses run the independent phase (`independent`)."""
 
     def __init__(self, sweep: Sweep, slots: list[tuple[int, ...]]) -> None:
         self.sweep = sweep
         self.slots = slots
-        self.context = mp.get_context("spawn")
-        self.out = self.context.Queue()
-        self.running: dict[str, tuple[BaseProcess, int, PlacementRecord]] = {}
 
     def run(self, progress: SweepProgress) -> None:
         sweep = self.sweep
-        configs: list[ServerConfiguration] = sweep.cfg.configurations
-        dependent = [c for c in configs if sweep.cfg.waits_for_analysis(c)]
-        independent = [c for c in configs if c not in dependent]
-        done = results.measured_keys(sweep.run_dir)
-        keys = {c.name: sweep.config_keys(c) for c in independent}
-        waiting = [c for c in independent if any(k not in done for k in keys[c.name])]
+        waiting, dependent, measured = split(sweep)
         progress.plan(sweep._planned(), len(waiting) + len(dependent))
-        progress.advance(sum(k in done for ks in keys.values() for k in ks))
-        progress.parallel = len(self.slots)
-        try:
-            self._dispatch(waiting, progress)
-        finally:
-            self._stop_all()
+        progress.advance(measured)
+        progress.parallel = max(1, len(self.slots))
+        self.independent(waiting, progress)
         progress.parallel = 1
         if dependent:
-            slot = self.slots[0]
-            placement = self._placement(dependent[0].name, slot, sweep.cfg.server.port)
-            with visible_gpus(slot):
+            slot = self.slots[0] if self.slots else ()
+            placement = self.placement(dependent[0].name, slot, sweep.cfg.server.port)
+            with visible_gpus(slot) if slot else contextlib.nullcontext():
                 try:
                     sweep.run_configurations(dependent, progress)
                 finally:
                     placement.stopped_at = _now()
                     sweep.manifest.save(sweep.run_dir)
 
-    # -- the independent phase ----------------------------------------------------------------
+    def independent(self, waiting: list[ServerConfiguration], progress: SweepProgress) -> None:
+        raise NotImplementedError
+
+    def placement(self, name: str, slot: tuple[int, ...], port: int) -> PlacementRecord:
+        record = PlacementRecord(config=name, gpu_ids=list(slot), port=port, started_at=_now())
+        self.sweep.manifest.placements.append(record)
+        self.sweep.manifest.save(self.sweep.run_dir)
+        return record
+
+    def apply(self, kind: str, name: str, payload: Any, progress: SweepProgress | None) -> bool:
+        """One worker message; True when it says the worker is done. A worker's failure or
+        interruption is raised here, as the sequential sweep would raise it."""
+        manifest, run_dir = self.sweep.manifest, self.sweep.run_dir
+        if kind == "line":
+            if progress is not None:
+                self.sweep.console.print(f"[{name}] {payload}", markup=False, highlight=False)
+        elif kind == "server":
+            manifest.servers[name] = ServerRecord.model_validate(payload)
+            manifest.save(run_dir)
+        elif kind == "point":
+            record = PointRecord.model_validate(payload)
+            manifest.points[name] = record
+            manifest.save(run_dir)
+            if record.status == "ok" and progress is not None:
+                progress.measured_elsewhere()
+        elif kind == "done":
+            return True
+        elif kind == "interrupted" and progress is not None:
+            raise SweepInterrupted("SIGINT", 130)
+        elif kind == "error" and progress is not None:
+            raise SweepError(str(payload))
+        return False
+
+
+class ParallelRunner(Runner):
+    """The independent phase on this node: one spawned worker process per GPU slot."""
+
+    def __init__(self, sweep: Sweep, slots: list[tuple[int, ...]]) -> None:
+        super().__init__(sweep, slots)
+        self.context = mp.get_context("spawn")
+        self.out = self.context.Queue()
+        self.running: dict[str, tuple[BaseProcess, int, PlacementRecord]] = {}
+
+    def independent(self, waiting: list[ServerConfiguration], progress: SweepProgress) -> None:
+        try:
+            self._dispatch(list(waiting), progress)
+        finally:
+            self._stop_all()
+
     def _dispatch(self, waiting: list[ServerConfiguration], progress: SweepProgress) -> None:
         free = list(range(len(self.slots)))
         cfg_json = self.sweep.cfg.model_dump_json()
@@ -182,68 +232,44 @@ class ParallelRunner:
     def _start(self, name: str, index: int, cfg_json: str) -> None:
         slot = self.slots[index]
         port = self.sweep.cfg.server.port + PORT_STRIDE * index
-        placement = self._placement(name, slot, port)
+        placement = self.placement(name, slot, port)
         process = self.context.Process(
             target=_worker, args=(cfg_json, str(self.sweep.run_dir), name, slot, port, self.out),
             name=f"specbench-{name}", daemon=False)
         process.start()
         self.running[name] = (process, index, placement)
 
-    def _placement(self, name: str, slot: tuple[int, ...], port: int) -> PlacementRecord:
-        record = PlacementRecord(config=name, gpu_ids=list(slot), port=port,
-                                 started_at=_now())
-        self.sweep.manifest.placements.append(record)
-        self.sweep.manifest.save(self.sweep.run_dir)
-        return record
+    def _next(self, timeout_s: float) -> tuple[str, str, Any] | None:
+        try:
+            kind, name, payload = self.out.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+        return str(kind), str(name), payload
 
     def _handle(self, progress: SweepProgress) -> str | None:
         """Apply the workers' messages; the name of a worker that finished, if one did."""
         deadline = time.monotonic() + _POLL_S
         while time.monotonic() < deadline:
-            try:
-                kind, name, payload = self.out.get(timeout=_POLL_S)
-            except queue.Empty:
+            message = self._next(_POLL_S)
+            if message is None:
                 break
-            manifest, run_dir = self.sweep.manifest, self.sweep.run_dir
-            if kind == "line":
-                self.sweep.console.print(f"[{name}] {payload}", markup=False, highlight=False)
-            elif kind == "server":
-                manifest.servers[name] = ServerRecord.model_validate(payload)
-                manifest.save(run_dir)
-            elif kind == "point":
-                record = PointRecord.model_validate(payload)
-                manifest.points[name] = record
-                manifest.save(run_dir)
-                if record.status == "ok":
-                    progress.measured_elsewhere()
-            elif kind == "done":
-                return str(name)
-            elif kind == "interrupted":
-                raise SweepInterrupted("SIGINT", 130)
-            elif kind == "error":
-                raise SweepError(str(payload))
+            if self.apply(*message, progress):
+                return message[1]
         for name, (process, _, _) in self.running.items():
-            if not process.is_alive():  # died without a word (killed)
-                raise SweepError(
-                    f"the worker measuring {name} died (exit code {process.exitcode}); see "
-                    f"its server log, then continue with: specbench sweep --resume "
-                    f"{self.sweep.run_dir}")
+            if process.is_alive():
+                continue
+            # Its last messages may still be in the pipe: read them before calling it dead.
+            message = self._next(1.0)
+            if message is not None:
+                return message[1] if self.apply(*message, progress) else None
+            raise SweepError(
+                f"the worker measuring {name} died (exit code {process.exitcode}); see its "
+                f"server log, then continue with: specbench sweep --resume {self.sweep.run_dir}")
         return None
 
-    def _drain(self) -> None:
-        """Keep what stopped workers had measured and not yet reported."""
-        while True:
-            try:
-                kind, name, payload = self.out.get(timeout=0.5)
-            except queue.Empty:
-                return
-            if kind == "point":
-                self.sweep.manifest.points[name] = PointRecord.model_validate(payload)
-            elif kind == "server":
-                self.sweep.manifest.servers[name] = ServerRecord.model_validate(payload)
-
     def _stop_all(self) -> None:
-        """Stop every worker (each stops its own server on SIGTERM) and wait for them."""
+        """Stop every worker (each stops its own server on SIGTERM), wait for them, and keep
+        what they had measured and not yet reported."""
         for process, _, placement in self.running.values():
             if process.is_alive():
                 process.terminate()
@@ -253,6 +279,7 @@ class ParallelRunner:
             if process.is_alive():
                 process.kill()
         self.running.clear()
-        self._drain()
+        while (message := self._next(0.5)) is not None:
+            self.apply(*message, None)
         with contextlib.suppress(OSError):
             self.sweep.manifest.save(self.sweep.run_dir)

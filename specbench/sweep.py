@@ -167,7 +167,11 @@ class Sweep:
                                  launch_estimate_s=self.engine.start_estimate_s)
         with progress:
             slots = self.cfg.gpu_slots()
-            if len(slots) > 1:
+            if self.cfg.executor == "ray":
+                from specbench.ray_executor import RayRunner
+
+                RayRunner(self, slots).run(progress)
+            elif len(slots) > 1:
                 from specbench.parallel import ParallelRunner
 
                 ParallelRunner(self, slots).run(progress)

@@ -46,9 +46,9 @@ __all__ = ["LiveView", "LoadError", "MetricsSnapshot", "PointResult", "PointSpec
            "RequestRecord", "parse_prometheus", "raise_fd_limit", "run_point", "run_point_sync"]
 
 _LAG_PROBE_S = 0.010
-# The load gauges are sampled through the window: about sixteen scrapes, at most five a second.
+# The load gauges are sampled through the window: about sixteen scrapes, at most twenty a second.
 _GAUGE_SAMPLES = 16
-_GAUGE_MIN_INTERVAL_S = 0.2
+_GAUGE_MIN_INTERVAL_S = 0.05
 # A user whose connection was refused waits this long before trying again: the server cannot
 # take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
 _CONNECT_BACKOFF_S = 0.1

@@ -96,6 +96,7 @@ class PlacementRecord(_Record):
     port: int
     started_at: str
     stopped_at: str | None = None
+    node: str | None = None  # the host, when Ray placed it (--executor ray)
 
 
 class Manifest(_Record):
