@@ -19,7 +19,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from specbench import cli_text
+from specbench import cli_text, presets
 from specbench import config as config_mod
 from specbench.errors import UserError
 
@@ -243,7 +243,7 @@ app.command()(sweep)
 def tune(**kwargs: Any) -> None:
     """Tune a steps schedule: EAGLE-3 at K = 1, 2, 3, 5, zero-step and SGLang's default
     adaptive, the best K per batch size as SGLang's adaptive JSON, then that server measured."""
-    _run_sweep(base=config_mod.TUNE_LAYER, **kwargs)
+    _run_sweep(base=presets.TUNE_LAYER, **kwargs)
 
 
 tune.__signature__ = _sweep_signature()  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from specbench.compare import Comparison, Group
-from specbench.plots import _log2_axis, _title, color, label
+from specbench.plots import color, label, log2_axis, set_title
 from specbench.results.store import atomic_write
 
 # Run i draws with the i-th style (the base solid); colours stay the configurations'.
@@ -90,11 +90,11 @@ def compare_figure(c: Comparison) -> Figure:
         _throughput_panel(top, c, groups, steps)
         _ratio_panel(bottom, c, groups, steps)
         for ax in (top, bottom):
-            _log2_axis(ax, levels, grid)
+            log2_axis(ax, levels, grid)
             ax.legend(fontsize=7, loc="best", ncol=2 if len(ax.get_lines()) > 6 else 1)
         top.set_xlabel("")
-        _title(top, f"{prompt_set}: output tok/s per configuration and run")
-        _title(bottom, f"{prompt_set}: each run over {c.labels[0]} per level")
+        set_title(top, f"{prompt_set}: output tok/s per configuration and run")
+        set_title(bottom, f"{prompt_set}: each run over {c.labels[0]} per level")
     return fig
 
 

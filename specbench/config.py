@@ -28,6 +28,7 @@ from pydantic import (
 
 from specbench import configurations
 from specbench.errors import ConfigError
+from specbench.presets import PRESETS
 
 DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 250)
 DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
@@ -611,39 +612,3 @@ def validate(cfg: SweepConfig) -> None:
             raise ConfigError(
                 f"run name {name!r} is not a plain directory name; use letters, digits, '-' and '_'"
             )
-
-
-# `specbench tune`: EAGLE-3 at several K, zero-step and SGLang's default adaptive schedule, then
-# the tuned schedule measured. Under the preset, the config file and the command line. A 6 s
-# window at 5x keeps the eight configurations within about ten minutes on a 2-core machine.
-TUNE_LAYER: dict[str, Any] = {
-    "modes": list(configurations.TUNE_NAMES),
-    "load": {"window_s": 6.0},
-    "sim": {"time_scale": 5.0},
-}
-
-# Named option sets, applied under the config file and the command line. Windows are in
-# simulated-GPU seconds; the sim time scale only changes wall time, not the numbers.
-PRESETS: dict[str, dict[str, Any]] = {
-    # A demo in about a minute: four levels spanning both crossovers, short windows, and a
-    # slightly faster simulator (numbers stay in GPU time; the client_bound flag says where
-    # the client could not keep up).
-    "quick": {
-        "concurrency": [1, 16, 64, 250],
-        "load": {"warmup_s": 1.0, "warmup_max_s": 10.0, "window_s": 3.0},
-        "sim": {"time_scale": 5.0},
-    },
-    # The CI regression job (issue 7): levels bracketing the simulated crossovers (agentic
-    # near 32, coding between 64 and 128), fixed seeds, 3x real time so one sweep takes about
-    # two minutes on a 2-core runner while the client stays below the client_bound flag.
-    # 250 is left out: it costs the most warmup and the client is the bottleneck there.
-    # A fixed threshold: the auto one moves 29..35 between identical runs (r(c) is flat near
-    # the agentic crossover), which flips the dynamic server at c=32 between drafting and not;
-    # 24 sits between grid levels, so every grid level is cleanly on one side of it.
-    "ci": {
-        "concurrency": [8, 16, 32, 64, 128],
-        "threshold": 24,
-        "load": {"warmup_s": 1.0, "warmup_max_s": 20.0, "window_s": 4.0, "seed": 0},
-        "sim": {"seed": 0, "time_scale": 3.0},
-    },
-}

@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.errors import UserError
-from specbench.metrics import token_gaps
+from specbench.metrics import itl_samples_s
 from specbench.results import PointKey, Run, point_files
 from specbench.stats import slice_rates
 
@@ -110,8 +110,7 @@ class PointStats:
 def _itl_ms(chunk_t_s: Sequence[np.ndarray], chunk_tokens: Sequence[np.ndarray]) -> np.ndarray:
     samples = []
     for t, n in zip(chunk_t_s, chunk_tokens, strict=True):
-        gaps_s, tokens = token_gaps(np.asarray(t, dtype=float), np.asarray(n, dtype=np.int64))
-        samples.append(np.repeat(gaps_s / np.maximum(tokens, 1), tokens))
+        samples.append(itl_samples_s(np.asarray(t, dtype=float), np.asarray(n, dtype=np.int64)))
     return np.concatenate(samples) * 1000.0 if samples else np.empty(0)
 
 

@@ -196,7 +196,8 @@ def token_gaps(chunk_t: np.ndarray, chunk_tokens: np.ndarray) -> tuple[np.ndarra
     return np.diff(chunk_t[bearing]), np.diff(chunk_tokens[bearing])
 
 
-def _itl_samples_s(chunk_t: np.ndarray, chunk_tokens: np.ndarray) -> np.ndarray:
+def itl_samples_s(chunk_t: np.ndarray, chunk_tokens: np.ndarray) -> np.ndarray:
+    """Token-normalised ITL samples: a gap of g with k new tokens gives k samples of g/k."""
     gaps, tokens = token_gaps(chunk_t, chunk_tokens)
     return np.repeat(gaps / np.maximum(tokens, 1), tokens)
 
@@ -357,7 +358,7 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
     e2e = np.array([(r.t_end - r.t_send) * ms for r in done])
     tpot = np.array([((r.t_end - r.t_first_token) * ms) / (r.completion_tokens - 1)
                      for r in done if r.t_first_token is not None and r.completion_tokens > 1])
-    itl = (np.concatenate([_itl_samples_s(r.chunk_t, r.chunk_tokens) for r in done]) * ms
+    itl = (np.concatenate([itl_samples_s(r.chunk_t, r.chunk_tokens) for r in done]) * ms
            if done else np.empty(0))
     bearing_chunks = sum(int(np.count_nonzero(np.diff(r.chunk_tokens, prepend=0) > 0))
                          for r in done)

@@ -139,7 +139,7 @@ def _grid(run: Run) -> list[int]:
     return [int(c) for c in run.manifest.config.concurrency]
 
 
-def _log2_axis(ax: Axes, levels: list[int], grid: Iterable[int] = ()) -> None:
+def log2_axis(ax: Axes, levels: list[int], grid: Iterable[int] = ()) -> None:
     """A log2 concurrency axis with a tick at each level that has room; the run's configured
     levels (`grid`) get theirs first."""
     preferred = set(grid)
@@ -175,7 +175,7 @@ def _panels(n_rows: int, n_cols: int, title: str) -> tuple[Figure, np.ndarray]:
     return fig, axes
 
 
-def _title(ax: Axes, text: str) -> None:
+def set_title(ax: Axes, text: str) -> None:
     ax.set_title(textwrap.fill(text, width=58), fontsize=10)
 
 
@@ -268,10 +268,10 @@ def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
             ax.plot(flagged["concurrency"], flagged["output_tok_s"], "x", ms=8, mew=1.5,
                     color="black", zorder=4, label="point with flags (see report)")
         _mark_crossover(ax, _set_result(result, prompt_set), threshold=True)
-        _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
+        log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
                    _grid(run))
         ax.set_ylabel("output tokens/s (all users, in the window)")
-        _title(ax, prompt_set)  # the suptitle states each set's finding
+        set_title(ax, prompt_set)  # the suptitle states each set's finding
         _legend(ax, len(ax.get_lines()))
     return fig
 
@@ -303,9 +303,9 @@ def ratio_figure(run: Run, result: dict[str, Any]) -> Figure:
         _mark_crossover(ax, s, threshold=False)
         levels = [int(c) for c in s["ratio_by_concurrency"]]
         ratio = list(s["ratio_by_concurrency"].values())
-        _log2_axis(ax, levels, _grid(run))
+        log2_axis(ax, levels, _grid(run))
         ax.set_ylabel("output tok/s ratio")
-        _title(ax, f"{prompt_set}: ×{ratio[0]:.2f} at c={levels[0]} → ×{ratio[-1]:.2f} at "
+        set_title(ax, f"{prompt_set}: ×{ratio[0]:.2f} at c={levels[0]} → ×{ratio[-1]:.2f} at "
                f"c={levels[-1]} over the baseline; {headline(s)}")
         _legend(ax, len(ax.get_lines()))
     return fig
@@ -334,11 +334,11 @@ def acceptance_figure(run: Run) -> Figure | None:
             if not rows.empty:
                 ax.plot(rows["concurrency"], rows["accept_length"], marker="o", ms=4,
                         color=color(mode, k), label=label(mode), **style(mode))
-        _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
+        log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
                    _grid(run))
         ax.set_ylabel("accept length (tokens per verify step)")
         ax.set_ylim(bottom=0)
-        _title(ax, prompt_set)
+        set_title(ax, prompt_set)
         _legend(ax, len(ax.get_lines()))
     return fig
 
@@ -378,13 +378,13 @@ def latency_figure(run: Run) -> Figure:
                     ax.plot(rows["concurrency"], rows[f"{prefix}_{pct}"], marker="o", ms=3,
                             color=color(mode, k), label=f"{label(mode)} {pct}",
                             **{**style(mode), "ls": ls})
-            _log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
+            log2_axis(ax, means[means["prompt_set"] == prompt_set]["concurrency"].tolist(),
                    _grid(run))
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
             ax.yaxis.set_minor_formatter(FuncFormatter(_sparse_log_label))
             ax.set_ylabel(text)
-            _title(ax, f"{prompt_set}: {text.split(' (')[0]}")
+            set_title(ax, f"{prompt_set}: {text.split(' (')[0]}")
             ax.legend(fontsize=6 if len(ax.get_lines()) > 8 else 7, ncol=2)
     return fig
 
@@ -441,10 +441,10 @@ def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
         t = (one or s).get("applied_threshold") or s.get("applied_threshold") or (
             one or s)["threshold_batch_size"]
         ax.axvline(t, color="black", lw=1.0, ls="-.", label=f"threshold T={t} (batch size)")
-        _log2_axis(ax, levels, _grid(run))
+        log2_axis(ax, levels, _grid(run))
         ax.set_ylabel("efficiency: server / best static curve")
         lowest = min(min(e.values()) for _, _, e, _ in _efficiency_series(s))
-        _title(ax, f"{prompt_set}: lowest E {lowest:.2f}")
+        set_title(ax, f"{prompt_set}: lowest E {lowest:.2f}")
         _legend(ax, len(ax.get_lines()))
     return fig
 
@@ -477,12 +477,12 @@ def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
         right = max(levels[-1], keys[-1]) * 1.3
         ax.step([*keys, right], [*steps, steps[-1]], where="post", color=MODE_COLORS["tuned"],
                 lw=2.0, label="slots: steps from this batch size on")
-        _log2_axis(ax, levels, _grid(run))
+        log2_axis(ax, levels, _grid(run))
         ax.set_xlabel("concurrency (points) / batch size (slots), log2 scale")
         ax.set_ylabel("draft steps K")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.4, max(per_level.values()) + 0.6)
-        _title(ax, f"{prompt_set}: {_slots_text(sched['slots'])}")
+        set_title(ax, f"{prompt_set}: {_slots_text(sched['slots'])}")
         _legend(ax, 2)
     return fig
 

@@ -103,7 +103,7 @@ def _shown_command() -> list[str]:
 
 def _resolve_sweep_args(args: list[str], config_file: Path | None, tune: bool) -> Any:
     """The run spec: the sweep options in `args` parsed by `specbench sweep`'s own options."""
-    from specbench import cli
+    from specbench import cli, presets
     from specbench import config as config_mod
 
     sweep_command = typer.main.get_command(cli.app).commands["sweep"]  # type: ignore[attr-defined]
@@ -120,5 +120,5 @@ def _resolve_sweep_args(args: list[str], config_file: Path | None, tune: bool) -
         cli.cli_layer(parsed),
         preset=chosen,
         config_file=config_file or parsed.get("config_file"),
-        base=config_mod.TUNE_LAYER if tune else None,
+        base=presets.TUNE_LAYER if tune else None,
     )

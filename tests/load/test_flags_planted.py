@@ -76,9 +76,10 @@ def test_a_server_out_of_kv_cache_is_flagged_from_its_gauges(tmp_path: Path) -> 
                     time_scale=TIME_SCALE) as roomy:
         full = _measure(roomy.base_url, 64)
     assert "ran_below_c" in str(limited["flags"]).split(";")
-    assert float(limited["server_running_reqs_mean"]) < 0.5 * 64  # type: ignore[arg-type]
     assert "ran_below_c" not in str(full["flags"]).split(";")
-    assert float(full["server_running_reqs_mean"]) > 0.8 * 64  # type: ignore[arg-type]
+    limited_running = float(limited["server_running_reqs_mean"])  # type: ignore[arg-type]
+    full_running = float(full["server_running_reqs_mean"])  # type: ignore[arg-type]
+    assert full_running > 0.8 * 64 and limited_running < 0.7 * full_running
 
 
 def test_concurrency_above_the_declared_limit_is_flagged(tmp_path: Path) -> None:
