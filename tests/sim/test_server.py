@@ -393,9 +393,11 @@ def test_ground_truth_and_counters_agree_with_clients(eagle: SimProc) -> None:
 
 
 def test_mean_running_requests_from_ground_truth_and_metrics(base: SimProc) -> None:
-    # 4000 tokens at ~4.3 ms per step / time scale 20 keep 6 requests running for ~0.9 s.
+    # 10000 tokens at ~4.3 ms per step / time scale 20 keep 6 requests running for ~2 s, well
+    # past the 0.4 s measured from 0.2 s on even when a loaded machine makes the scrapes slow.
     bodies = [
-        chat_body(f"Long job {i}", max_tokens=4000, ignore_eos=True, stream=True) for i in range(6)
+        chat_body(f"Long job {i}", max_tokens=10000, ignore_eos=True, stream=True)
+        for i in range(6)
     ]
 
     async def go() -> tuple[dict[str, Any], str, str]:
@@ -420,7 +422,10 @@ def test_mean_running_requests_from_ground_truth_and_metrics(base: SimProc) -> N
         return gt, m0, m1
 
     gt, m0, m1 = asyncio.run(go())
-    assert gt["running_reqs_mean"] == pytest.approx(6, abs=0.5)
+    # Wall time between two forwards (streaming, scrapes) counts as idle in the ground truth;
+    # at 20x on a loaded machine that is up to ~15 % of the window. The model-time integral
+    # below has no such gaps.
+    assert 5.1 <= gt["running_reqs_mean"] <= 6.0 + 1e-9
     area = metric_sum(m1, "sglang:sim_running_reqs_seconds_total") - metric_sum(
         m0, "sglang:sim_running_reqs_seconds_total"
     )
