@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.load.prometheus import GEN_TOKENS
 from specbench.load.protocols import ERROR_CLASSES
 from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
 from specbench.stats import batch_means, bootstrap_rate_ci, slice_rates
@@ -77,7 +78,6 @@ MIN_REQUESTS = 5
 
 # Only what a real SGLang server exports is read: the simulator's own extensions are for its
 # tests, so a check that works here works against SGLang (tests/test_metrics.py greps for it).
-GEN_TOKENS = "sglang:generation_tokens_total"  # SGLang counts a request's tokens as it finishes
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 RUNNING_REQS = "sglang:num_running_reqs"  # gauges, sampled through the window
 QUEUE_REQS = "sglang:num_queue_reqs"

@@ -45,7 +45,7 @@ _STOP_WAIT_S = 30.0
 PORT_STRIDE = 10
 
 
-def _now() -> str:
+def now_iso() -> str:
     # Microseconds: the test that no two servers held one GPU compares these intervals.
     return datetime.now(UTC).isoformat()
 
@@ -82,9 +82,11 @@ class _Lines:
 
 
 class WorkerSweep(Sweep):
-    """A Sweep whose manifest updates go to the parent instead of the disk."""
+    """A Sweep whose manifest updates go to the parent (`out`, a queue) instead of the disk."""
 
-    out: Any = None
+    def __init__(self, *args: Any, out: Any) -> None:
+        super().__init__(*args)
+        self.out = out
 
     def store_server(self, name: str, record: ServerRecord) -> None:
         self.manifest.servers[name] = record
@@ -95,7 +97,7 @@ class WorkerSweep(Sweep):
         self.out.put(("point", key.label, record.model_dump(mode="json")))
 
 
-def _worker(cfg_json: str, run_dir: str, name: str, gpu_ids: tuple[int, ...], port: int,
+def run_worker(cfg_json: str, run_dir: str, name: str, gpu_ids: tuple[int, ...], port: int,
             out: Any) -> None:
     """One configuration on one slot (a spawned process): measure what is missing of it."""
     cfg = SweepConfig.model_validate_json(cfg_json)
@@ -108,8 +110,7 @@ def _worker(cfg_json: str, run_dir: str, name: str, gpu_ids: tuple[int, ...], po
             engine = make_engine(cfg)
             sets = preflight(cfg, engine)
             worker = WorkerSweep(cfg, engine, sets, Path(run_dir), read_manifest(Path(run_dir)),
-                                 console)
-            worker.out = out
+                                 console, out=out)
             config = next(c for c in cfg.configurations if c.name == name)
             with SweepProgress(Console(file=devnull), total=1) as progress:
                 worker.run_configurations([config], progress)
@@ -159,14 +160,14 @@ class Runner:
                 try:
                     sweep.run_configurations(dependent, progress)
                 finally:
-                    placement.stopped_at = _now()
+                    placement.stopped_at = now_iso()
                     sweep.manifest.save(sweep.run_dir)
 
     def independent(self, waiting: list[ServerConfiguration], progress: SweepProgress) -> None:
         raise NotImplementedError
 
     def placement(self, name: str, slot: tuple[int, ...], port: int) -> PlacementRecord:
-        record = PlacementRecord(config=name, gpu_ids=list(slot), port=port, started_at=_now())
+        record = PlacementRecord(config=name, gpu_ids=list(slot), port=port, started_at=now_iso())
         self.sweep.manifest.placements.append(record)
         self.sweep.manifest.save(self.sweep.run_dir)
         return record
@@ -225,7 +226,7 @@ class ParallelRunner(Runner):
             if finished is not None:
                 process, index, placement = self.running.pop(finished)
                 process.join(_STOP_WAIT_S)
-                placement.stopped_at = _now()
+                placement.stopped_at = now_iso()
                 self.sweep.manifest.save(self.sweep.run_dir)
                 free.append(index)
 
@@ -234,7 +235,7 @@ class ParallelRunner(Runner):
         port = self.sweep.cfg.server.port + PORT_STRIDE * index
         placement = self.placement(name, slot, port)
         process = self.context.Process(
-            target=_worker, args=(cfg_json, str(self.sweep.run_dir), name, slot, port, self.out),
+            target=run_worker, args=(cfg_json, str(self.sweep.run_dir), name, slot, port, self.out),
             name=f"specbench-{name}", daemon=False)
         process.start()
         self.running[name] = (process, index, placement)
@@ -273,7 +274,7 @@ class ParallelRunner(Runner):
         for process, _, placement in self.running.values():
             if process.is_alive():
                 process.terminate()
-            placement.stopped_at = placement.stopped_at or _now()
+            placement.stopped_at = placement.stopped_at or now_iso()
         for process, _, _ in self.running.values():
             process.join(_STOP_WAIT_S)
             if process.is_alive():

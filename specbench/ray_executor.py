@@ -2,7 +2,7 @@
 
 Each independent configuration is one Ray task that asks for `--tp-size` GPUs; Ray picks the
 node and sets `CUDA_VISIBLE_DEVICES`, and the task runs the same worker as a local parallel
-sweep (`parallel._worker`: its own server and load generator) with the run directory on
+sweep (`parallel.run_worker`: its own server and load generator) with the run directory on
 storage every node sees. The task returns its server and point records; the driver alone
 writes the manifest, so the run directory ends as a sequential run leaves it, plus where each
 configuration ran. The configurations that need an analysis run afterwards in the driver.
@@ -19,7 +19,7 @@ from typing import Any
 
 from specbench.configurations import ServerConfiguration
 from specbench.errors import ConfigError
-from specbench.parallel import PORT_STRIDE, Runner, _now, _worker
+from specbench.parallel import PORT_STRIDE, Runner, now_iso, run_worker
 from specbench.progress import SweepProgress
 from specbench.results.manifest import PlacementRecord
 from specbench.sweep import Sweep, SweepError
@@ -44,10 +44,10 @@ def _task(cfg_json: str, run_dir: str, name: str, port: int) -> dict[str, Any]:
 
     gpu_ids = tuple(int(g) for g in ray.get_gpu_ids())
     out = _Collect()
-    started_at = _now()
-    _worker(cfg_json, run_dir, name, gpu_ids, port, out)
+    started_at = now_iso()
+    run_worker(cfg_json, run_dir, name, gpu_ids, port, out)
     return {"gpu_ids": list(gpu_ids), "node": socket.gethostname(), "started_at": started_at,
-            "stopped_at": _now(), "messages": out.items}
+            "stopped_at": now_iso(), "messages": out.items}
 
 
 def _import_ray() -> Any:
@@ -135,6 +135,6 @@ class RayRunner(Runner):
                 result = self.ray.get(ref, timeout=_STOP_WAIT_S)
                 for kind, what, payload in result["messages"]:
                     self.apply(kind, what, payload, None)
-            placement.stopped_at = placement.stopped_at or _now()
+            placement.stopped_at = placement.stopped_at or now_iso()
         with contextlib.suppress(OSError):
             self.sweep.manifest.save(self.sweep.run_dir)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# SGLang counts a request's tokens as it finishes.
+GEN_TOKENS = "sglang:generation_tokens_total"
 GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
           "sglang:num_retracted_reqs")
 

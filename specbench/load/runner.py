@@ -38,7 +38,7 @@ import aiohttp
 import numpy as np
 
 from specbench.errors import UserError
-from specbench.load.prometheus import GAUGES, MetricsSnapshot, parse_prometheus
+from specbench.load.prometheus import GAUGES, GEN_TOKENS, MetricsSnapshot, parse_prometheus
 from specbench.load.protocols import ParsedStream, get_protocol
 from specbench.load.records import LiveView, PointResult, PointSpec, RequestRecord
 
@@ -325,9 +325,9 @@ class _Point:
         live, first = self.spec.live, self.first_scrape
         if live is None or first is None or snap.t <= first.t:
             return
-        name = "sglang:generation_tokens_total"
-        if name in snap.values and name in first.values:
-            live.server_tok_s = (snap.values[name] - first.values[name]) / (snap.t - first.t)
+        if GEN_TOKENS in snap.values and GEN_TOKENS in first.values:
+            gained = snap.values[GEN_TOKENS] - first.values[GEN_TOKENS]
+            live.server_tok_s = gained / (snap.t - first.t)
 
     async def publish_live(self, live: LiveView) -> None:
         live.concurrency, live.window_s = self.spec.concurrency, self.spec.window_s

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,14 +91,11 @@ def test_a_disk_that_fills_mid_run_keeps_the_points_and_resume_completes_it(
 
         # Space is back: the resume measures only what is missing and finishes the run.
         filler.unlink()
-        t0 = time.monotonic()
         proc = sweep_cli(tmp_path, port, "--resume", str(run_dir), timeout=300)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        assert time.monotonic() - t0 < 300
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert manifest["status"] == "complete"
         keys = results.measured_keys(run_dir)
         assert sorted(k.concurrency for k in keys) == list(range(1, 9))
         assert (run_dir / "report.md").is_file()
-        os.sync()
     assert_no_process_left(port)
