@@ -220,7 +220,7 @@ class Sweep:
             for name in self.sets:
                 groups.setdefault(known.get(name, name), []).append(name)
             for group, names in groups.items():
-                schedule = group if isinstance(group, Schedule) or group is None else None
+                schedule = group if isinstance(group, Schedule) else None  # a name: unknown
                 if any(k not in done for k in self._keys(config, schedule, names)):
                     launches += 1
         return launches
