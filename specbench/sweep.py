@@ -86,19 +86,54 @@ def _mix(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> prompts.Prompt
     return prompts.mix_prompt_set(parts, dict(cfg.mix), cfg.load.seed)
 
 
+# A SIGTERM/SIGHUP that arrives while a point's event loop runs, kept until the loop is done.
+_interrupts: list[SweepInterrupted] = []
+
+
 @contextlib.contextmanager
 def signals_raise() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into SweepInterrupted so servers are stopped and points kept."""
+    """Turn SIGTERM and SIGHUP into SweepInterrupted so servers are stopped and points kept.
+
+    Outside an event loop the handler raises at once. Inside one it must not: asyncio logs and
+    drops a BaseException raised in a callback, and one raised in a task ends only that task
+    (the window timer, say), so the point would wait forever. There the load is cancelled, as
+    asyncio.run does for SIGINT, and :func:`run_load` raises the interrupt once the loop is done.
+    """
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise SweepInterrupted(signal.Signals(signum).name, 128 + signum)
+        interrupt = SweepInterrupted(signal.Signals(signum).name, 128 + signum)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise interrupt from None
+        _interrupts.append(interrupt)
+        loop.call_soon_threadsafe(_cancel_all, loop)
 
+    _interrupts.clear()
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+
+
+def run_load(spec: runner.PointSpec) -> runner.PointResult:
+    """One point's load on its own event loop; a signal during it is raised after the loop."""
+    try:
+        result = asyncio.run(runner.run_point(spec))
+    except asyncio.CancelledError:
+        if _interrupts:
+            raise _interrupts.pop() from None
+        raise
+    if _interrupts:  # the signal came as the point was ending: its result is not kept
+        raise _interrupts.pop()
+    return result
 
 
 def run_sweep(
@@ -440,7 +475,7 @@ class Sweep:
                     f"[yellow]warning:[/] {key.label}: the cache was not flushed ({flush.detail})"
                 )
             spec = dataclasses.replace(self._point_spec(key, server), live=live)
-            result = asyncio.run(runner.run_point(spec))
+            result = run_load(spec)
             if not result.server_gone and server.alive():
                 record = PointRecord(
                     status="ok",
