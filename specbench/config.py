@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from specbench import configurations
+from specbench.config_messages import COMMAND_LINE, one_line
 from specbench.errors import ConfigError
 from specbench.presets import PRESETS
 
@@ -416,7 +417,9 @@ def build(layers: dict[str, Any], source: str = "configuration") -> SweepConfig:
     try:
         return SweepConfig.model_validate_json(json.dumps(layers, default=str), strict=True)
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc, source)) from None
+        raise ConfigError(
+            one_line(exc, source, flags=cli_flags(), known=_known_keys())
+        ) from None
     except ConfigError as exc:  # raised by a validator, wrapped by pydantic on some paths
         raise ConfigError(str(exc)) from None
 
@@ -424,34 +427,6 @@ def build(layers: dict[str, Any], source: str = "configuration") -> SweepConfig:
 def from_dict(raw: dict[str, Any]) -> SweepConfig:
     """Inverse of to_dict; used to resume a run from its manifest."""
     return build(raw, source="the stored run's manifest")
-
-
-def _one_line(exc: ValidationError, source: str) -> str:
-    error = exc.errors()[0]
-    loc = ".".join(str(part) for part in error["loc"])
-    value = error.get("input")
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    if kind == "value_error" and isinstance(ctx.get("error"), ConfigError):
-        return str(ctx["error"])
-    if kind == "extra_forbidden":
-        return f"{source}: unknown key {loc}; known keys are {', '.join(_known_keys(loc))}"
-    fix = _FIXES.get(kind, "fix the value")
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        bound = next(iter(ctx.values()), "")
-        fix = f"use a value {_BOUND_WORDS[kind]} {bound}"
-    elif kind == "literal_error":
-        fix = f"choose from {ctx.get('expected', '')}"
-    name = loc.split(".")[-1] if loc else "value"
-    fix = fix.replace("{name}", name)
-    if kind == "literal_error":
-        return f"unknown {name} {value!r}; {fix}"
-    if source == COMMAND_LINE and loc in cli_flags():
-        return f"{cli_flags()[loc]} {value!r} is not valid ({error['msg'].lower()}); {fix}"
-    return f"{source}: {loc or 'value'} = {value!r} is not valid ({error['msg'].lower()}); {fix}"
-
-
-COMMAND_LINE = "command line"
 
 
 def cli_flags() -> dict[str, str]:
@@ -467,28 +442,10 @@ def cli_flags() -> dict[str, str]:
     return flags
 
 
-_FIXES = {
-    "float_type": "write a number without quotes, e.g. {name} = 8",
-    "int_type": "write a whole number without quotes, e.g. {name} = 2",
-    "bool_type": "write true or false",
-    "string_type": 'write it as a quoted string, e.g. {name} = "..."',
-    "tuple_type": "write a list in brackets, e.g. {name} = [...]",
-    "list_type": 'write a list, e.g. {name} = ["..."]',
-    "model_type": "write it as a [table]",
-    "dict_type": "write it as a [table]",
-}
-_BOUND_WORDS = {
-    "greater_than": ">",
-    "greater_than_equal": ">=",
-    "less_than": "<",
-    "less_than_equal": "<=",
-}
-
-
-def _known_keys(loc: str) -> list[str]:
-    section = loc.split(".")[0] if "." in loc else None
-    model: type[BaseModel] = SECTIONS.get(section or "", SweepConfig)
-    return sorted(model.model_fields)
+def _known_keys() -> dict[str, list[str]]:
+    known = {"": sorted(SweepConfig.model_fields)}
+    known.update({name: sorted(model.model_fields) for name, model in SECTIONS.items()})
+    return known
 
 
 def load_toml(path: Path) -> dict[str, Any]:
