@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,25 +25,20 @@ from typing import Any
 import aiohttp
 import pytest
 
+from specbench.config import ServerConfig
+from specbench.engines.argv import build_argv
+from specbench.engines.process import free_port
+
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-EAGLE3_FLAGS = (
-    "--speculative-algorithm",
-    "EAGLE3",
-    "--speculative-draft-model-path",
-    "draft",
-    "--speculative-num-steps",
-    "3",
-    "--speculative-eagle-topk",
-    "1",
-    "--speculative-num-draft-tokens",
-    "4",
-)
+def _eagle3_flags() -> tuple[str, ...]:
+    """The EAGLE-3 flags exactly as specbench launches a server (engines/argv.py): K = 3."""
+    argv = build_argv(
+        "eagle3", ServerConfig(draft_model_path="draft"), port=0, max_running_requests=1
+    )
+    return tuple(argv[argv.index("--speculative-algorithm") :])
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+EAGLE3_FLAGS = _eagle3_flags()
 
 
 @dataclass
