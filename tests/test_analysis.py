@@ -596,6 +596,44 @@ def test_paired_blocks_are_the_linearised_log_ratio() -> None:
     assert paired_blocks(num.iloc[:8], den) is None
 
 
+def test_duration_ratio_is_the_same_requests_time_and_ignores_a_held_up_pair() -> None:
+    from specbench.analysis.intervals import duration_ratio
+
+    ids = np.arange(18)
+    den = pd.DataFrame({"prompt_id": [f"p{i}" for i in ids], "d": 0.3 + 0.05 * (ids % 7)},
+                       index=ids)
+    # The same prompts, every one 10% slower: tok/s is 1/1.1 of the other server's.
+    slower = den.assign(d=den["d"] * 1.1)
+    assert duration_ratio(slower, den) == pytest.approx(1 / 1.1)
+    # As fast, but one request held up 0.44 s by the client's machine: that pair is left out.
+    held = den.copy()
+    held.loc[4, "d"] += 0.44
+    assert duration_ratio(held, den) == pytest.approx(1.0)
+    # Small timing jitter on every request stays in.
+    jitter = den.assign(d=den["d"] * (1 + 0.002 * np.sin(ids)))
+    assert duration_ratio(jitter, den) == pytest.approx(1.0, abs=0.003)
+    # Other prompts, or too few shared requests: no paired ratio.
+    assert duration_ratio(den.assign(prompt_id=[f"q{i}" for i in ids]), den) is None
+    assert duration_ratio(den.iloc[:4], den) is None
+
+
+def test_efficiency_comes_from_paired_requests_when_points_have_them(tmp_path: Path) -> None:
+    curves = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.88)
+    curves[("dynamic", "coding")] = {c: 0.97 * max(curves[("eagle3", "coding")][c],
+                                                   curves[("zero-step", "coding")][c])
+                                     for c in LEVELS8}
+    # Durations follow tok/s exactly (no per-request noise): the paired ratio is the same 0.97.
+    exact = analyze(load_run(make_run(tmp_path / "a", curves, paired_noise=0.0, n_requests=40)))
+    eff = exact["prompt_sets"]["coding"]["one_server"]["efficiency"]
+    assert set(eff) == {str(c) for c in LEVELS8}
+    assert all(e == pytest.approx(0.97, abs=0.01) for e in eff.values())
+    # With per-request noise the estimate moves with the requests, not with the windows.
+    noisy = analyze(load_run(make_run(tmp_path / "b", curves, paired_noise=0.05, n_requests=40)))
+    moved = noisy["prompt_sets"]["coding"]["one_server"]["efficiency"]
+    assert any(abs(moved[c] - 0.97) > 0.002 for c in moved)
+    assert all(abs(moved[c] - 0.97) < 0.06 for c in moved)
+
+
 def test_schedule_takes_noise_blips_out(tmp_path: Path) -> None:
     # K=3 edges out K=5 at c=2 alone, inside K=5's range: within 2% it is noise, beyond it a slot.
     def run_with(edge: float) -> dict[str, object]:

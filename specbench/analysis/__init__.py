@@ -9,7 +9,8 @@ are two ways to stop drafting:
   slower than a plain server). So its switch point is where EAGLE-3 meets the **zero-step**
   curve: r(c) = tok/s(eagle3) / tok/s(zero-step). Its efficiency, with a ``dynamic`` server
   measured at that threshold, is E(c) = dynamic / max(EAGLE-3, zero-step): the two curves it
-  switches between.
+  switches between (from the same requests' durations where the points have them:
+  :func:`.efficiency.relative_to_best`).
 * **Plain server** (``plain_server``; also the top-level keys of a set, as before): where
   EAGLE-3 meets the **baseline**, r(c) = tok/s(eagle3) / tok/s(baseline). Above that c* a
   separate plain server beats any speculative configuration; the zero-step tax

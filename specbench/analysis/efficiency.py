@@ -1,16 +1,19 @@
 """How close a switching server comes to the static curves it switches between, and the tax.
 
 * :func:`relative_to_best`: a configuration's tok/s over the best of some static curves at each
-  level it measured; a level between the static curves' levels (the T-1, T, T+1 straddle levels
-  of a dynamic server) uses the static curves interpolated log-log and is listed as
-  interpolated; a level outside them has no value.
+  level it measured. Where both points have per-request rows the ratio comes from the durations
+  of the same requests (`paired`, :meth:`RequestDurations.ratio`): at low concurrency a window
+  holds a dozen requests, and one pushed past its end by a timing hiccup moves the windows'
+  ratio by 5% while the servers ran alike. A level between the static curves' levels (the T-1,
+  T, T+1 straddle levels of a dynamic server) uses the static curves interpolated log-log and is
+  listed as interpolated; a level outside them has no value.
 * :func:`tax`: 1 - zero-step / baseline per level: what one adaptive server pays for keeping the
   speculative path when it drafts nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specbench.analysis.curves import value_at
@@ -29,26 +32,46 @@ class Relative:
         return min(self.by_level.values()) if self.by_level else None
 
 
+Paired = Callable[[str, int], float | None]  # (curve name, level) -> ratio from requests
+
+
 def relative_to_best(
-    values: Mapping[int, float], curves: Sequence[Mapping[int, float]],
+    values: Mapping[int, float], curves: Mapping[str, Mapping[int, float]],
+    paired: Paired | None = None,
 ) -> Relative:
-    """values[c] / max over `curves` at c (see the module docstring)."""
+    """values[c] / max over the named `curves` at c (see the module docstring).
+
+    At a level every curve measured, the result is the smallest ratio to any curve, each
+    taken from `paired` where it has one; that is values / max(curves) when none is paired.
+    """
     by_level: dict[str, float] = {}
     interpolated: list[int] = []
     outside: list[int] = []
     if not curves:
         return Relative(by_level, interpolated, outside)
     for c, tok_s in sorted(values.items()):
-        at = [value_at(curve, c) for curve in curves]
-        if any(v is None for v in at):
+        at = {name: value_at(curve, c) for name, curve in curves.items()}
+        if any(v is None for v in at.values()):
             outside.append(c)
             continue
-        if any(c not in curve for curve in curves):
+        if any(c not in curve for curve in curves.values()):
             interpolated.append(c)
-        best = max(v for v in at if v is not None)
-        if best > 0:
-            by_level[str(c)] = round(tok_s / best, 4)
+            best = max(v for v in at.values() if v is not None)
+            if best > 0:
+                by_level[str(c)] = round(tok_s / best, 4)
+            continue
+        ratios = [_ratio(tok_s, curve[c], None if paired is None else paired(name, c))
+                  for name, curve in curves.items()]
+        known = [r for r in ratios if r is not None]
+        if known:
+            by_level[str(c)] = round(min(known), 4)
     return Relative(by_level, interpolated, outside)
+
+
+def _ratio(tok_s: float, other: float, paired: float | None) -> float | None:
+    if paired is not None:
+        return paired
+    return tok_s / other if other > 0 else None
 
 
 def tax(zero_step: Mapping[int, float], baseline: Mapping[int, float]) -> dict[str, float]:

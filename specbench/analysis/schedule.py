@@ -33,6 +33,7 @@ from typing import Any
 from specbench import configurations
 from specbench.analysis.curves import batch_at, batch_sizes, mean_by_level, threshold_from_batch
 from specbench.analysis.efficiency import relative_to_best
+from specbench.analysis.intervals import RequestDurations
 from specbench.errors import ConfigError
 from specbench.results import Run
 from specbench.stats import geomean
@@ -122,14 +123,20 @@ def _slots(curves: dict[int, dict[int, float]], best: dict[int, int], levels: li
     return merged
 
 
-def _measured(run: Run, prompt_set: str, curves: list[dict[int, float]]) -> dict[str, Any]:
-    """Efficiency of the tuned server and its ratio to SGLang's default, where measured."""
+def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
+              durations: RequestDurations) -> dict[str, Any]:
+    """Efficiency of the tuned server and its ratio to SGLang's default, where measured (from
+    the same requests' durations where the points have them, as the one-server efficiency)."""
     summary = run.summary
     tuned = mean_by_level(summary, TUNED, prompt_set, "output_tok_s")
     default = mean_by_level(summary, SGLANG_DEFAULT, prompt_set, "output_tok_s")
-    relative = relative_to_best(tuned, curves)
-    vs_default = {str(c): round(tuned[c] / default[c], 4)
-                  for c in sorted(set(tuned) & set(default)) if default[c] > 0}
+
+    def paired(other: str, c: int) -> float | None:
+        return durations.ratio((TUNED, other), prompt_set, c)
+
+    relative = relative_to_best(tuned, curves, paired=paired)
+    vs = relative_to_best(tuned, {SGLANG_DEFAULT: default}, paired=paired) if default else None
+    vs_default = {c: r for c, r in vs.by_level.items() if int(c) in default} if vs else {}
     return {
         "efficiency": relative.by_level,
         "efficiency_interpolated": relative.interpolated,
@@ -140,7 +147,9 @@ def _measured(run: Run, prompt_set: str, curves: list[dict[int, float]]) -> dict
     }
 
 
-def schedule(run: Run, prompt_set: str) -> dict[str, Any] | None:
+def schedule(
+    run: Run, prompt_set: str, durations: RequestDurations | None = None
+) -> dict[str, Any] | None:
     """The schedule entry of analysis.json for one prompt set; None without several K."""
     names = k_curves(run, prompt_set)
     if sum(k > 0 for k in names) < 2:
@@ -166,5 +175,6 @@ def schedule(run: Run, prompt_set: str) -> dict[str, Any] | None:
         "batch_size_by_concurrency": {str(c): round(b, 2)
                                       for c, b in zip(levels, batch, strict=True)},
         "applied_slots": dict(applied) if applied else None,
-        **_measured(run, prompt_set, list(curves.values())),
+        **_measured(run, prompt_set, {names[k]: curve for k, curve in curves.items()},
+                    durations if durations is not None else RequestDurations(run)),
     }
