@@ -30,9 +30,10 @@ point's run-to-run spread well (0.9-1.0 of it), but unpaired they put the ratio'
 on a faster server; slices aligned on the prompt sequence still gave 1.5x). Paired request
 blocks come out 20-40% below the spread (the window's edges and a request's time to first
 token move the window's tok/s in ways its duration does not); the t tails with blocks - 1
-degrees of freedom make up part of that. Coverage is 8-10 of 10 for every decision, but where a
-coding window holds more requests than the set has prompts (c >= 128) the error is 1.7x the
-spread, and the coding one-server interval is 8.5 sd wide (benchmarks/README.md).
+degrees of freedom make up part of that. Coverage is 8-10 of 10 for every decision. Where a
+coding window holds more requests than the set has prompts (c >= 128) the error is about 1.5x
+the spread, and the coding one-server interval, whose crossing lies between the two highest
+levels, is 5.0-8.5 sd wide against a 5 sd target (benchmarks/README.md).
 
 :func:`ratio_draws` draws whole ratio curves from those errors (levels independent), and the
 crossing rule applied to every draw gives the interval of c* (:func:`percentile_interval`).
