@@ -4,9 +4,13 @@
   level it measured. Where both points have per-request rows the ratio comes from the durations
   of the same requests (`paired`, :meth:`RequestDurations.ratio`): at low concurrency a window
   holds a dozen requests, and one pushed past its end by a timing hiccup moves the windows'
-  ratio by 5% while the servers ran alike. A level between the static curves' levels (the T-1,
-  T, T+1 straddle levels of a dynamic server) uses the static curves interpolated log-log and is
-  listed as interpolated; a level outside them has no value.
+  ratio by 5% while the servers ran alike. Between servers that differ much the paired ratio is
+  pulled toward 1 (on the simulator by 1-4%: the requests both finished inside the window are
+  the shorter ones, whose time to first token weighs more), so it suits these efficiencies,
+  where a server is compared with the one it runs like, and leaves `vs_sglang_default` about
+  1% conservative (the crossing keeps the windows' ratio). A level between the static curves'
+  levels (the T-1, T, T+1 straddle levels of a dynamic server) uses the static curves
+  interpolated log-log and is listed as interpolated; a level outside them has no value.
 * :func:`tax`: 1 - zero-step / baseline per level: what one adaptive server pays for keeping the
   speculative path when it drafts nothing.
 """
