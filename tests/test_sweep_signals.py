@@ -28,16 +28,22 @@ def test_a_sigterm_inside_a_busy_event_loop_ends_the_point() -> None:
         spec = spec_for(srv.url, window_s=30.0, planted_read_delay_us=3000, concurrency=8)
         t0 = time.monotonic()
         with signals_raise(), pytest.raises(SweepInterrupted) as caught:
-            _term_after(1.0)
-            run_load(spec)
+            timer = _term_after(1.0)
+            try:
+                run_load(spec)
+            finally:
+                timer.cancel()  # never a stray SIGTERM after the handler is gone
     assert caught.value.exit_code == 128 + signal.SIGTERM
     assert time.monotonic() - t0 < 6.0
 
 
 def test_a_sigterm_outside_the_event_loop_raises_at_once() -> None:
     with signals_raise(), pytest.raises(SweepInterrupted):
-        _term_after(0.2)
-        time.sleep(10)
+        timer = _term_after(0.2)
+        try:
+            time.sleep(10)
+        finally:
+            timer.cancel()
 
 
 def test_the_previous_handler_is_restored() -> None:
