@@ -3,7 +3,7 @@
 The simulated server (``python -m specbench.sim``) records every token it emits with the
 monotonic time of the emission and serves the record at ``/sim/ground_truth``. Each point here
 runs the real runner against it and compares: window output tokens within 1 %, accept length
-to 3 significant digits, at c = 1, 16, 64, 250, for every protocol, baseline and EAGLE-3.
+within 0.5 %, at c = 1, 16, 64, 250, for every protocol, baseline and EAGLE-3.
 
 The simulator runs 4x faster than real time: fast enough for CI, slow enough that on a shared
 2-core machine the client keeps up with the simulator's steps (benchmarks/README.md).
@@ -70,10 +70,11 @@ def ground_truth(sim: SimProc, start: float, end: float) -> dict[str, Any]:
     return truth
 
 
-def same_to_3_significant_digits(a: float, b: float) -> bool:
-    """|a - b| within half a unit of the third significant digit of b."""
-    unit = 10.0 ** (math.floor(math.log10(abs(b))) - 2)
-    return abs(a - b) <= 0.5 * unit
+# Both sides count the requests that finished inside the window, the client by when it read
+# the last chunk and the simulator by when it sent it: a request finishing at an edge can be in
+# one set and not the other, which moved a c=16 accept length by 0.2% in CI. A miscounted
+# verify step per request would move it by 1-3% (40-120 steps per request here).
+ACCEPT_REL = 0.005
 
 
 @pytest.mark.parametrize("mode", ["baseline", "eagle3"])
@@ -98,8 +99,7 @@ def test_window_tokens_and_acceptance_match_the_simulators_ground_truth(
     assert s["output_tok_s"] == pytest.approx(truth["output_tok_s_model"], rel=0.01)
     if mode == "eagle3":
         assert truth["accept_length"] is not None
-        assert same_to_3_significant_digits(s["accept_length"], truth["accept_length"]), (
-            s["accept_length"], truth["accept_length"])
+        assert s["accept_length"] == pytest.approx(truth["accept_length"], rel=ACCEPT_REL)
         assert s["server_accept_length"] > 1.0
     else:
         assert math.isnan(s["accept_length"]) and truth["accept_length"] is None
