@@ -42,7 +42,7 @@ crossing rule applied to every draw gives the interval of c* (:func:`percentile_
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -123,6 +123,10 @@ class RequestDurations:
                 return None
             logs.append(math.log(ratio))
         return math.exp(float(np.mean(logs))) if logs else None
+
+    def versus(self, name: str, prompt_set: str) -> Callable[[str, int], float | None]:
+        """`name`'s :meth:`ratio` to another configuration at a level, as efficiencies ask."""
+        return lambda other, c: self.ratio((name, other), prompt_set, c)
 
     def calibrate(self, block_means: list[np.ndarray]) -> None:
         """Pool the lag-1 autocorrelation of every paired comparison's block means (one

@@ -8,7 +8,7 @@ from specbench.analysis import schedule as schedule_mod
 from specbench.analysis import text
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, decide, shared_levels
 from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
-from specbench.analysis.efficiency import Paired, plain_advantage, relative_to_best, tax
+from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
 from specbench.analysis.intervals import RequestDurations
 from specbench.results import Run
 
@@ -47,7 +47,7 @@ def _one_server(
     out["notes"] = notes + out["notes"]
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     relative = relative_to_best(dynamic, {ONE_SERVER.num: means(spec), ONE_SERVER.den: means(zero)},
-                                paired=_paired_with(durations, DYNAMIC, prompt_set))
+                                paired=durations.versus(DYNAMIC, prompt_set))
     if relative.outside:
         out["notes"].append("dynamic levels outside the static grid have no efficiency value: "
                             f"{relative.outside}")
@@ -74,11 +74,6 @@ def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],
     out["claim"] = plain["claim"]
     out["sentence"] = f"{plain['claim']}; {text.plain_consequence(out)}"
     return out
-
-
-def _paired_with(durations: RequestDurations, name: str, prompt_set: str) -> Paired:
-    """`name`'s tok/s over another configuration's at a level, from the same requests."""
-    return lambda other, c: durations.ratio((name, other), prompt_set, c)
 
 
 def paired_durations(run: Run) -> RequestDurations:
@@ -113,7 +108,7 @@ def analyze_prompt_set(
     # The envelope against both plain curves, as before the zero-step curve existed.
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     envelope = relative_to_best(dynamic, {PLAIN.den: means(base), PLAIN.num: means(spec)},
-                                paired=_paired_with(durations, DYNAMIC, prompt_set))
+                                paired=durations.versus(DYNAMIC, prompt_set))
     if envelope.outside:
         out["notes"].append("dynamic levels outside the static grid have no envelope value: "
                             f"{envelope.outside}")

@@ -130,10 +130,7 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     summary = run.summary
     tuned = mean_by_level(summary, TUNED, prompt_set, "output_tok_s")
     default = mean_by_level(summary, SGLANG_DEFAULT, prompt_set, "output_tok_s")
-
-    def paired(other: str, c: int) -> float | None:
-        return durations.ratio((TUNED, other), prompt_set, c)
-
+    paired = durations.versus(TUNED, prompt_set)
     relative = relative_to_best(tuned, curves, paired=paired)
     vs = relative_to_best(tuned, {SGLANG_DEFAULT: default}, paired=paired) if default else None
     vs_default = {c: r for c, r in vs.by_level.items() if int(c) in default} if vs else {}
@@ -147,9 +144,7 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     }
 
 
-def schedule(
-    run: Run, prompt_set: str, durations: RequestDurations | None = None
-) -> dict[str, Any] | None:
+def schedule(run: Run, prompt_set: str, durations: RequestDurations) -> dict[str, Any] | None:
     """The schedule entry of analysis.json for one prompt set; None without several K."""
     names = k_curves(run, prompt_set)
     if sum(k > 0 for k in names) < 2:
@@ -175,6 +170,5 @@ def schedule(
         "batch_size_by_concurrency": {str(c): round(b, 2)
                                       for c, b in zip(levels, batch, strict=True)},
         "applied_slots": dict(applied) if applied else None,
-        **_measured(run, prompt_set, {names[k]: curve for k, curve in curves.items()},
-                    durations if durations is not None else RequestDurations(run)),
+        **_measured(run, prompt_set, {names[k]: curve for k, curve in curves.items()}, durations),
     }
