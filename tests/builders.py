@@ -134,7 +134,8 @@ def make_run(
     independent slices give on average). `tuned` is the manifest's tuned schedules per set.
     paired_noise writes what request pairing needs: request k is prompt k in every
     configuration, with a duration (send to last token) of that prompt's work over the point's
-    tok/s per user, times 1 + paired_noise x a standard normal of its own.
+    tok/s per user, times 1 + paired_noise x a standard normal of its own, and tokens inside the
+    window at that rate over its time there, off by the same factor.
     """
     run_dir = root / "run"
     rng = np.random.default_rng(7)
@@ -166,6 +167,9 @@ def make_run(
                     noise = 1 + paired_noise * rng.standard_normal(n_requests)
                     t_end_s = t_send_s + work * 100.0 / (tok_s / c) * np.maximum(noise, 0.1)
                     t_end_s = np.minimum(t_end_s, window_s)
+                    # Tokens inside the window at the user's rate, off by the same noise.
+                    in_window = np.clip(t_end_s, 0, window_s) - np.clip(t_send_s, 0, window_s)
+                    window_tokens = tok_s / c * in_window * np.maximum(noise, 0.1)
                     ids = list(range(n_requests))
                     extra["prompt_id"] = [f"p{i}" for i in range(n_requests)]
                 requests = pd.DataFrame({

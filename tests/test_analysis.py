@@ -374,7 +374,7 @@ def test_one_server_crossing_is_against_the_zero_step_curve(tmp_path: Path) -> N
         "One server: EAGLE-3 beats its zero-step path below 48 concurrent requests (coding")
     assert "stop drafting at batch size 49. Plain server: EAGLE-3 wins below 32" in \
         coding["sentence"]
-    assert result["analysis_version"] == 2
+    assert result["analysis_version"] == 3
 
 
 def test_one_server_threshold_uses_running_requests_of_eagle3_and_zero_step(
@@ -571,7 +571,7 @@ def test_single_repeats_are_compared_by_paired_requests(tmp_path: Path) -> None:
     coding = paired["prompt_sets"]["coding"]
     assert coding["interval_method"] == ["paired_requests"]
     assert coding["one_server"]["interval_method"] == ["paired_requests"]
-    assert paired["intervals"]["block_lag1_mean"] is not None
+    assert paired["intervals"]["pair_blocks"] == 10
     unpaired = analyze(load_run(make_run(tmp_path / "b", curves, se_rel=0.05, n_requests=60)))
     assert unpaired["prompt_sets"]["coding"]["interval_method"] == ["batch_means"]
     # 5% per request over 60 requests is well under the 5% (x sqrt 2) of unpaired points.
@@ -581,19 +581,31 @@ def test_single_repeats_are_compared_by_paired_requests(tmp_path: Path) -> None:
     assert (p_hi - p_lo) < 0.5 * (u_hi - u_lo)
 
 
-def test_paired_blocks_are_the_linearised_log_ratio() -> None:
+def test_paired_blocks_take_the_windows_ratio_apart_by_request() -> None:
     from specbench.analysis.intervals import paired_blocks
 
-    ids = np.arange(30)
-    den = pd.DataFrame({"prompt_id": [f"p{i}" for i in ids], "d": 2.0 + np.sin(ids)}, index=ids)
-    # The same prompts 20% faster: the ratio of tok/s is constant, so every block mean is 0.
-    num = den.assign(d=den["d"] / 1.2)
+    ids = np.arange(40)
+    tau = 1.0 + 0.5 * np.sin(ids)  # each request's time inside the window
+    den = pd.DataFrame({"prompt_id": [f"p{i}" for i in ids], "tau": tau, "y": 10.0 * tau},
+                       index=ids)
+    # Every request of both servers runs at its server's rate (num 20% faster): the windows'
+    # ratio is exactly 1.2 and nothing in it is uncertain, whatever the requests' lengths.
+    num = den.assign(y=12.0 * tau)
     assert np.allclose(paired_blocks(num, den), 0.0)
-    # Requests of other prompts (a mismatched order) are not paired.
-    shuffled = num.assign(prompt_id=[f"q{i}" for i in ids])
-    assert paired_blocks(shuffled, den) is None
-    # Below 3 blocks of 3 matched requests there is no paired error.
-    assert paired_blocks(num.iloc[:8], den) is None
+    # A request only the faster window reaches adds to it at its rate: still nothing uncertain.
+    reach = pd.concat([num, pd.DataFrame({"prompt_id": ["p40"], "tau": [1.0], "y": [12.0]},
+                                         index=[40])])
+    assert np.allclose(paired_blocks(reach, den), 0.0)
+    # A request that sat in one window without a token (a long prefill) pulls its block down
+    # and leaves the rest a little above their server's (now lower) rate; the sums add to 0.
+    stalled = num.assign(y=np.where(ids == 5, 0.0, num["y"]))
+    sums = paired_blocks(stalled, den)
+    assert sums is not None and sums[1] < -0.01 and (np.delete(sums, 1) > 0).all()
+    assert abs(sums.sum()) < 1e-12
+    # Other prompts under the same request ids (another order) are not paired.
+    assert paired_blocks(num.assign(prompt_id=[f"q{i}" for i in ids]), den) is None
+    # Below 3 blocks of 3 requests in the two windows there is no paired error.
+    assert paired_blocks(num.iloc[:8], den.iloc[:8]) is None
 
 
 def test_duration_ratio_is_the_same_requests_time_and_ignores_a_held_up_pair() -> None:

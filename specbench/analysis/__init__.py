@@ -27,10 +27,12 @@ Both decisions use the same rules (:mod:`.crossover`):
   ``eagle3_never_wins`` (r < 1 everywhere), ``eagle3_always_wins`` (r >= 1 at the top level).
 * **Uncertainty** (:mod:`.intervals`). Each level's ratio gets a standard error on the log
   scale: from paired repeats when both configurations have >= 2 (same prompt order per
-  repeat), else from each configuration's own spread: its repeats, or with one repeat batch
-  means over ten time slices of the window (``output_tok_s_se``), widened when the run's
-  slices are autocorrelated (:func:`specbench.stats.ar1_inflation`; ``intervals`` in
-  analysis.json says by how much). Requests are not the resampling unit: resampling them says
+  repeat); with one repeat from paired requests (request k is the same prompt on both
+  servers: the windows' ratio taken apart by request, summed over blocks of request ids);
+  else from each configuration's own spread: its repeats, or batch means over ten time
+  slices of the window (``output_tok_s_se``), widened when the run's slices are
+  autocorrelated (:func:`specbench.stats.ar1_inflation`; ``intervals`` in analysis.json says
+  by how much). Requests are not the resampling unit: resampling them says
   how requests differ inside a window, not how a window's rate varies from run to run. Seeded
   draws of the whole ratio curve, the crossing rule applied to each, give the 2.5-97.5
   percentiles of c* (draws without a crossing count as the edge of the grid), the per-level
@@ -69,8 +71,8 @@ from specbench.analysis.curves import (
     point_means,
     slice_inflation,
 )
-from specbench.analysis.intervals import CONFIDENCE, PAIR_BLOCKS, RequestDurations
-from specbench.analysis.prompt_set import analyze_prompt_set, paired_durations
+from specbench.analysis.intervals import CONFIDENCE, PAIR_BLOCKS, PairedRequests
+from specbench.analysis.prompt_set import analyze_prompt_set
 from specbench.results import Run
 from specbench.results.store import write_json
 from specbench.stats import N_SLICES
@@ -101,7 +103,7 @@ __all__ = [
 ]
 
 # 2: one_server, plain_server, schedule, mix, intervals; recommended_threshold may be None.
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 ANALYSIS_FILE = "analysis.json"
 STATIC_MODES: tuple[str, str] = ("baseline", "eagle3")
 BOOTSTRAP_RESAMPLES = 2000
@@ -141,20 +143,18 @@ def applied_threshold(run: Run, prompt_set: str | None = None) -> int | None:
     return None
 
 
-def _intervals(run: Run, durations: RequestDurations) -> tuple[dict[str, Any], float]:
+def _intervals(run: Run) -> tuple[dict[str, Any], float]:
     """How the run's errors were made, and the factor on batch-means errors."""
     inflation, lag1 = slice_inflation(run.summary)
     info: dict[str, Any] = {
         "per_point": "repeats when >= 2, else batch means over time slices of the window",
-        "ratio": "paired repeats when >= 2, else paired requests (batch means over blocks of "
-                 "consecutive requests both servers finished), else unpaired",
+        "ratio": "paired repeats when >= 2, else paired requests (the windows' ratio taken "
+                 "apart by request, summed over blocks of consecutive request ids), else "
+                 "unpaired",
         "slices": N_SLICES,
         "slice_lag1_mean": None if lag1 is None else round(lag1, 3),
         "inflation": round(inflation, 3),
         "pair_blocks": PAIR_BLOCKS,
-        "block_lag1_mean": (None if durations.block_lag1 is None
-                            else round(durations.block_lag1, 3)),
-        "paired_inflation": round(durations.inflation, 3),
     }
     return info, inflation
 
@@ -170,10 +170,10 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
                 f"{run.path} has no {mode} points, and the crossover needs baseline and eagle3; "
                 f"measure them with `specbench sweep --modes baseline,eagle3 --resume {run.path}`"
             )
-    durations = paired_durations(run)
-    intervals, inflation = _intervals(run, durations)
+    requests = PairedRequests(run)
+    intervals, inflation = _intervals(run)
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples,
-                                     inflation=inflation, durations=durations)
+                                     inflation=inflation, requests=requests)
             for name in run.prompt_sets}
     for name, found in sets.items():
         found["applied_threshold"] = applied_threshold(run, name)

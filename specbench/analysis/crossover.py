@@ -22,8 +22,8 @@ from specbench.analysis.curves import (
     threshold_from_batch,
 )
 from specbench.analysis.intervals import (
+    PairedRequests,
     RatioCurve,
-    RequestDurations,
     band,
     percentile_interval,
     ratio_curve,
@@ -167,11 +167,11 @@ def _methods(curve: RatioCurve) -> list[str]:
 def decide(
     summary: pd.DataFrame, prompt_set: str, pair: Pair, stats: tuple[dict[int, LevelStats],
                                                                      dict[int, LevelStats]],
-    levels: list[int], *, seed: int, resamples: int, durations: RequestDurations | None = None,
+    levels: list[int], *, seed: int, resamples: int, requests: PairedRequests | None = None,
 ) -> dict[str, Any]:
     """The crossing of EAGLE-3 with `pair.den` for one prompt set, as analysis.json keys."""
     notes: list[str] = []
-    curve = ratio_curve(stats[0], stats[1], levels, durations, (pair.num, pair.den), prompt_set)
+    curve = ratio_curve(stats[0], stats[1], levels, requests, (pair.num, pair.den), prompt_set)
     crossing = find_crossing(levels, curve.ratio)
     draws = ratio_draws(curve, seed=seed, resamples=resamples)
     boot_outcome, boot_c, _ = crossings(np.log2(np.asarray(levels, dtype=float)), draws)

@@ -2,7 +2,7 @@
 
 * :func:`relative_to_best`: a configuration's tok/s over the best of some static curves at each
   level it measured. Where both points have per-request rows the ratio comes from the durations
-  of the same requests (`paired`, :meth:`RequestDurations.ratio`): at low concurrency a window
+  of the same requests (`paired`, :meth:`PairedRequests.ratio`): at low concurrency a window
   holds a dozen requests, and one pushed past its end by a timing hiccup moves the windows'
   ratio by 5% while the servers ran alike. Between servers that differ much the paired ratio is
   pulled toward 1 (on the simulator by 1-4%: the requests both finished inside the window are

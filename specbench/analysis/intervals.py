@@ -6,34 +6,36 @@ Per level the ratio of two configurations' mean tok/s gets a standard error on t
   every configuration uses the same prompt order), the log ratio of each repeat pair is one
   sample; its spread gives the error with n - 1 degrees of freedom.
 * **Paired requests** (one repeat). Every configuration sends the same prompts in the same
-  order, so request k of one server is request k of the other. By Little's law a closed loop of
-  c users runs at c x tokens per request / time per request, and the two servers' requests
-  carry the same tokens, so the log ratio of their tok/s moves as log(sum d_other / sum d_eagle3)
-  over the requests both finished in the window (d: send to last token). Its error is the batch
-  means of z_k = d_other,k / mean - d_eagle3,k / mean (the linearised log ratio) over
-  :data:`PAIR_BLOCKS` blocks of consecutive requests (requests sent close together share the
-  server's state, so single requests are not independent; blocks nearly are), a Student t with
-  blocks - 1 degrees of freedom. Whether blocks are independent enough is checked: the lag-1
-  autocorrelation of the block means, pooled over every paired comparison of the run, widens
-  the errors by :func:`specbench.stats.ar1_inflation` (``intervals.block_lag1_mean`` and
-  ``intervals.paired_inflation`` in analysis.json).
+  order, so request k of one server is request k of the other. A closed loop keeps c users
+  busy, so a request's time inside the window tau_k (send or window start to last token or
+  window end) adds up to c x window over the point, and the window's tok/s is
+  c x sum y_k / sum tau_k, y_k the request's tokens inside the window. Linearised, the log
+  ratio of two points' tok/s is sum_k (u_k(num) - u_k(den)), with
+  u_k = (y_k - rho tau_k) / sum y (rho = sum y / sum tau): what request k added to its
+  server's tok/s beyond the server's rate over the time it spent there. A request that only
+  one window holds (the faster server reaches further into the order) counts on its side
+  alone. The error is from the sums over :data:`PAIR_BLOCKS` blocks of consecutive request ids
+  (requests sent close together share the server's state; blocks nearly do not), a Student t
+  with blocks - 1 degrees of freedom. This is the windows' own ratio taken apart by request,
+  so it sees what moves that ratio between reruns: the prompts each window holds, the ones
+  only one of them reaches, and what a long prefill does to the requests beside it.
 * **Otherwise** (no per-request rows, as in a committed reference) the two configurations'
   relative standard errors add in quadrature: each from batch means over the window's time
   slices (:func:`specbench.analysis.curves.level_stats`). This unpaired bound is wide: the
   prompts in a window move both servers' tok/s together (on the simulator by 2-10% per point,
   against 1-3% for the ratio), and an unpaired error keeps that shared part.
 
-Why not slices for the ratio: measured on the simulator (benchmarks/interval_calibration.py,
-10 reruns with other prompt-order and simulator seeds), batch means over time slices describe one
-point's run-to-run spread well (0.9-1.0 of it), but unpaired they put the ratio's error at about
-3x its spread, and slices of two servers cannot be paired (the same slice serves other requests
-on a faster server; slices aligned on the prompt sequence still gave 1.5x). Paired request
-blocks come out 20-40% below the spread (the window's edges and a request's time to first
-token move the window's tok/s in ways its duration does not); the t tails with blocks - 1
-degrees of freedom make up part of that. Coverage is 8-10 of 10 for every decision. Where a
-coding window holds more requests than the set has prompts (c >= 128) the error is about 1.5x
-the spread, and the coding one-server interval, whose crossing lies between the two highest
-levels, is 5.0-8.5 sd wide against a 5 sd target (benchmarks/README.md).
+Measured on the simulator (benchmarks/interval_calibration.py: ten sets of 10 reruns, seven
+prompt-order seed ranges, on two machines): the spread over reruns of each level's log ratio
+is 1.1-2.0 times this error (median 1.35), largest for the agentic set at 16-64 users, where
+a window holds 100-250 requests of prompts from a few hundred to 13k tokens. Part of that is
+the prompt order itself: the same seeds give the same outlying c* on both machines, so the
+spread is larger between orders than the blocks of one window show. The Student t tails of
+the crossing draws absorb some of it: 86-89% of the intervals contain their set's median c*.
+The error this replaced, from the durations of the requests both servers finished, was
+0.9-2.2 times off on the same runs: it missed the requests only one window holds. Batch means
+over time slices describe one point's spread well (0.8-1.0 of it) but cannot be paired: the
+same slice serves other requests on a faster server.
 
 :func:`ratio_draws` draws whole ratio curves from those errors (levels independent), and the
 crossing rule applied to every draw gives the interval of c* (:func:`percentile_interval`).
@@ -50,53 +52,77 @@ import pandas as pd
 
 from specbench.analysis.curves import LevelStats
 from specbench.results import PointKey, Run, point_path
-from specbench.stats import ar1_inflation, draw_log_ratios, lag1_autocorrelation
+from specbench.stats import draw_log_ratios
 
 CONFIDENCE = 0.95
 TAIL_PCT = (1 - CONFIDENCE) / 2 * 100  # each side of a percentile interval
-PAIR_BLOCKS = 10  # blocks of consecutive requests for the paired-request error
-MIN_PER_BLOCK = 3  # fewer matched requests than 3 blocks of 3: no paired error
+PAIR_BLOCKS = 10  # blocks of consecutive request ids for the paired-request error
+MIN_PER_BLOCK = 3  # fewer requests than 3 blocks of 3 in the two windows: no paired error
 MIN_PAIRED = 5  # fewer shared requests: no paired tok/s ratio (the windows' ratio is used)
 OUTLIER_MADS = 5.0  # a pair this far from the median ratio was held up by the client's machine
 MAD_FLOOR = 0.002  # log-ratio MAD below this (identical servers) counts as this: cut-off 1%
-_REQUEST_COLUMNS = ["request_id", "prompt_id", "finished_in_window", "t_send_s", "t_end_s"]
+_REQUEST_COLUMNS = ["request_id", "prompt_id", "finished_in_window", "t_send_s", "t_end_s",
+                    "window_tokens"]
 
 
-class RequestDurations:
-    """Per-request durations of a run's points, read once (None where a point has no rows),
-    and the factor on paired-request errors from the run's block autocorrelation."""
+class PairedRequests:
+    """Per-request rows of a run's points, read once (None where a point has no rows): the
+    durations of the requests each finished in its window, and every request's share of it."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self._cache: dict[PointKey, pd.DataFrame | None] = {}
-        self.inflation = 1.0
-        self.block_lag1: float | None = None
 
-    def get(self, mode: str, prompt_set: str, concurrency: int, repeat: int) -> pd.DataFrame | None:
+    def rows(self, mode: str, prompt_set: str, concurrency: int,
+             repeat: int) -> pd.DataFrame | None:
+        """Every request with time in the window: prompt_id, y (tokens in the window), tau (its
+        time in the window, GPU s), d (send to last token; NaN when it did not finish there)."""
         key = PointKey(mode, prompt_set, concurrency, repeat)
         if key not in self._cache:
             self._cache[key] = self._read(key)
         return self._cache[key]
 
+    def get(self, mode: str, prompt_set: str, concurrency: int, repeat: int) -> pd.DataFrame | None:
+        """The requests the point finished in its window, with their durations d."""
+        rows = self.rows(mode, prompt_set, concurrency, repeat)
+        return None if rows is None else rows[rows["d"].notna()]
+
     def _read(self, key: PointKey) -> pd.DataFrame | None:
-        path = point_path(self.run.path, key)
         try:
-            rows = pd.read_parquet(path, columns=_REQUEST_COLUMNS)
+            rows = pd.read_parquet(point_path(self.run.path, key), columns=_REQUEST_COLUMNS)
         except (OSError, ValueError, KeyError):
             return None  # no per-request rows (a committed reference) or an older format
-        done = rows[rows["finished_in_window"].fillna(False).astype(bool)]
-        duration = pd.to_numeric(done["t_end_s"]) - pd.to_numeric(done["t_send_s"])
-        return pd.DataFrame({"prompt_id": done["prompt_id"].astype(str).to_numpy(),
-                             "d": duration.to_numpy(float)},
-                            index=done["request_id"].to_numpy()).sort_index()
+        window_s = self._window_s(key)
+        if window_s is None:
+            return None
+        send = pd.to_numeric(rows["t_send_s"]).to_numpy(float)
+        end = pd.to_numeric(rows["t_end_s"]).to_numpy(float)
+        done = rows["finished_in_window"].fillna(False).astype(bool).to_numpy()
+        # A request still running at the close was cancelled there (or has no end): window end.
+        tau = np.clip(np.nan_to_num(end, nan=window_s), 0, window_s) - np.clip(send, 0, window_s)
+        y = pd.to_numeric(rows["window_tokens"]).fillna(0.0).to_numpy(float)
+        keep = (tau > 0) | (y > 0)
+        frame = pd.DataFrame({"prompt_id": rows["prompt_id"].astype(str).to_numpy(),
+                              "y": y, "tau": np.maximum(tau, 0.0),
+                              "d": np.where(done, end - send, np.nan)},
+                             index=rows["request_id"].to_numpy())
+        return frame[keep].sort_index()
+
+    def _window_s(self, key: PointKey) -> float | None:
+        s = self.run.summary
+        at = s[(s["mode"] == key.mode) & (s["prompt_set"] == key.prompt_set)
+               & (s["concurrency"].astype(int) == key.concurrency)
+               & (s["repeat"].astype(int) == key.repeat)]
+        window_s = float(at["window_s"].iloc[0]) if len(at) else math.nan
+        return window_s if window_s > 0 else None
 
     def blocks(self, names: tuple[str, str], prompt_set: str, num: LevelStats,
                den: LevelStats) -> np.ndarray | None:
-        """Block means of the paired requests of two single-repeat points (None: unpairable)."""
+        """Block sums of the paired log ratio of two single-repeat points (None: unpairable)."""
         if num.n_repeats != 1 or den.n_repeats != 1 or not num.repeats or not den.repeats:
             return None
-        a = self.get(names[0], prompt_set, num.concurrency, num.repeats[0][0])
-        b = self.get(names[1], prompt_set, den.concurrency, den.repeats[0][0])
+        a = self.rows(names[0], prompt_set, num.concurrency, num.repeats[0][0])
+        b = self.rows(names[1], prompt_set, den.concurrency, den.repeats[0][0])
         return None if a is None or b is None else paired_blocks(a, b)
 
     def ratio(self, names: tuple[str, str], prompt_set: str, concurrency: int) -> float | None:
@@ -128,15 +154,6 @@ class RequestDurations:
         """`name`'s :meth:`ratio` to another configuration at a level, as efficiencies ask."""
         return lambda other, c: self.ratio((name, other), prompt_set, c)
 
-    def calibrate(self, block_means: list[np.ndarray]) -> None:
-        """Pool the lag-1 autocorrelation of every paired comparison's block means (one
-        comparison's ten blocks say little; a run's tens of them do) into the factor."""
-        lags = [lag1_autocorrelation(m) for m in block_means]
-        lags = [v for v in lags if math.isfinite(v)]
-        if lags:
-            self.block_lag1 = float(np.mean(lags))
-            self.inflation = ar1_inflation(self.block_lag1, PAIR_BLOCKS)
-
 
 def _shared(num: pd.DataFrame, den: pd.DataFrame) -> pd.Index:
     """Request ids both points finished in their windows, with the same prompt."""
@@ -167,18 +184,29 @@ def duration_ratio(num: pd.DataFrame, den: pd.DataFrame) -> float | None:
     return float(d_den[keep].sum() / d_num[keep].sum())
 
 
+def _excess(rows: pd.DataFrame) -> pd.Series:
+    """u_k: request k's tokens beyond its server's rate over its time there, / the window's."""
+    y, tau = rows["y"], rows["tau"]
+    total = float(y.sum())
+    return (y - total / float(tau.sum()) * tau) / total
+
+
 def paired_blocks(num: pd.DataFrame, den: pd.DataFrame) -> np.ndarray | None:
-    """Block means of z_k (see the module docstring) over the requests both finished."""
-    shared = _shared(num, den)
-    blocks = min(PAIR_BLOCKS, len(shared) // MIN_PER_BLOCK)
-    if blocks < 3:
+    """Block sums of u_k(num) - u_k(den) over request ids in either window (module docstring).
+
+    None when the two points sent other prompts under the same request id (another order),
+    or hold too few requests for 3 blocks of :data:`MIN_PER_BLOCK` (up to :data:`PAIR_BLOCKS`).
+    """
+    both = num.index.intersection(den.index)
+    if (num.loc[both, "prompt_id"].to_numpy() != den.loc[both, "prompt_id"].to_numpy()).any():
         return None
-    d_num = num.loc[shared, "d"].to_numpy(float)
-    d_den = den.loc[shared, "d"].to_numpy(float)
-    if d_num.mean() <= 0 or d_den.mean() <= 0:
+    ids = num.index.union(den.index)
+    blocks = min(PAIR_BLOCKS, len(ids) // MIN_PER_BLOCK)
+    if blocks < 3 or num["y"].sum() <= 0 or den["y"].sum() <= 0:
         return None
-    z = d_den / d_den.mean() - d_num / d_num.mean()
-    return np.array([part.mean() for part in np.array_split(z, blocks)])
+    diff = (_excess(num).reindex(ids, fill_value=0.0).to_numpy()
+            - _excess(den).reindex(ids, fill_value=0.0).to_numpy())
+    return np.array([part.sum() for part in np.array_split(diff, blocks)])
 
 
 @dataclass(frozen=True)
@@ -209,24 +237,23 @@ def _unpaired(num: LevelStats, den: LevelStats) -> tuple[float, int]:
 
 
 def _paired_requests(
-    durations: RequestDurations | None, names: tuple[str, str], prompt_set: str,
+    requests: PairedRequests | None, names: tuple[str, str], prompt_set: str,
     num: LevelStats, den: LevelStats,
 ) -> tuple[float, int] | None:
-    means = None if durations is None else durations.blocks(names, prompt_set, num, den)
-    if means is None or durations is None:
+    sums = None if requests is None else requests.blocks(names, prompt_set, num, den)
+    if sums is None:
         return None
-    se = float(means.std(ddof=1) / math.sqrt(len(means))) * durations.inflation
-    return se, len(means) - 1
+    return float(sums.std(ddof=1) * math.sqrt(len(sums))), len(sums) - 1
 
 
 def ratio_curve(
     num: Mapping[int, LevelStats], den: Mapping[int, LevelStats], levels: list[int],
-    durations: RequestDurations | None = None, names: tuple[str, str] = ("", ""),
+    requests: PairedRequests | None = None, names: tuple[str, str] = ("", ""),
     prompt_set: str = "",
 ) -> RatioCurve:
     """The ratio num / den at `levels` (each in both), with its standard error per level.
 
-    With `durations` (and the two configurations' `names`), single-repeat levels are compared
+    With `requests` (and the two configurations' `names`), single-repeat levels are compared
     by paired requests; otherwise, and where a point has no per-request rows, unpaired.
     """
     ratio, se_log, dfs, methods = [], [], [], []
@@ -234,7 +261,7 @@ def ratio_curve(
         n, d = num[c], den[c]
         ratio.append(max(n.mean_tok_s, 1e-9) / d.mean_tok_s)
         paired = _paired(n, d)
-        by_request = None if paired else _paired_requests(durations, names, prompt_set, n, d)
+        by_request = None if paired else _paired_requests(requests, names, prompt_set, n, d)
         if paired is not None:
             (se, df), method = paired, "paired_repeats"
         elif by_request is not None:

@@ -9,7 +9,7 @@ from specbench.analysis import text
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, decide, shared_levels
 from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
 from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
-from specbench.analysis.intervals import RequestDurations
+from specbench.analysis.intervals import PairedRequests
 from specbench.results import Run
 
 DYNAMIC = "dynamic"
@@ -29,7 +29,7 @@ def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, 
 
 def _one_server(
     run: Run, prompt_set: str, spec: dict[int, LevelStats], inflation: float, *,
-    seed: int, resamples: int, durations: RequestDurations,
+    seed: int, resamples: int, requests: PairedRequests,
 ) -> dict[str, Any]:
     """EAGLE-3 vs the zero-step curve, and the dynamic server's efficiency against both."""
     zero = level_stats(run.summary, ONE_SERVER.den, prompt_set, inflation)
@@ -43,11 +43,11 @@ def _one_server(
                 "threshold_batch_size": None, "efficiency": {}, "notes": [
                     f"{why}; the threshold falls back to the baseline crossover"]}
     out = decide(run.summary, prompt_set, ONE_SERVER, (spec, zero), levels,
-                 seed=seed + 1, resamples=resamples, durations=durations)
+                 seed=seed + 1, resamples=resamples, requests=requests)
     out["notes"] = notes + out["notes"]
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     relative = relative_to_best(dynamic, {ONE_SERVER.num: means(spec), ONE_SERVER.den: means(zero)},
-                                paired=durations.versus(DYNAMIC, prompt_set))
+                                paired=requests.versus(DYNAMIC, prompt_set))
     if relative.outside:
         out["notes"].append("dynamic levels outside the static grid have no efficiency value: "
                             f"{relative.outside}")
@@ -76,39 +76,23 @@ def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],
     return out
 
 
-def paired_durations(run: Run) -> RequestDurations:
-    """The run's request durations, calibrated on every paired comparison both decisions make."""
-    durations = RequestDurations(run)
-    block_means = []
-    for name in run.prompt_sets:
-        for pair in (PLAIN, ONE_SERVER):
-            num = level_stats(run.summary, pair.num, name)
-            den = level_stats(run.summary, pair.den, name)
-            for c in sorted(set(num) & set(den)):
-                means = durations.blocks((pair.num, pair.den), name, num[c], den[c])
-                if means is not None:
-                    block_means.append(means)
-    durations.calibrate(block_means)
-    return durations
-
-
 def analyze_prompt_set(
     run: Run, prompt_set: str, *, seed: int, resamples: int, inflation: float = 1.0,
-    durations: RequestDurations | None = None,
+    requests: PairedRequests | None = None,
 ) -> dict[str, Any]:
     """Both decisions, efficiencies, tax and schedule for one prompt set (analysis.json keys)."""
-    durations = durations if durations is not None else paired_durations(run)
+    requests = requests if requests is not None else PairedRequests(run)
     stats = _static(run, prompt_set, inflation)
     base, spec = stats["baseline"], stats["eagle3"]
     notes: list[str] = []
     levels = shared_levels(PLAIN, prompt_set, spec, base, str(run.path), notes)
     out = decide(run.summary, prompt_set, PLAIN, (spec, base), levels,
-                 seed=seed, resamples=resamples, durations=durations)
+                 seed=seed, resamples=resamples, requests=requests)
     out["notes"] = notes + out["notes"]
     # The envelope against both plain curves, as before the zero-step curve existed.
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     envelope = relative_to_best(dynamic, {PLAIN.den: means(base), PLAIN.num: means(spec)},
-                                paired=durations.versus(DYNAMIC, prompt_set))
+                                paired=requests.versus(DYNAMIC, prompt_set))
     if envelope.outside:
         out["notes"].append("dynamic levels outside the static grid have no envelope value: "
                             f"{envelope.outside}")
@@ -116,8 +100,8 @@ def analyze_prompt_set(
                envelope_min=envelope.minimum)
     out["claim"] = text.plain_claim(prompt_set, out)
     out["one_server"] = _one_server(run, prompt_set, spec, inflation, seed=seed,
-                                    resamples=resamples, durations=durations)
+                                    resamples=resamples, requests=requests)
     out["plain_server"] = _plain_server(run, prompt_set, out, means(base))
-    out["schedule"] = schedule_mod.schedule(run, prompt_set, durations)
+    out["schedule"] = schedule_mod.schedule(run, prompt_set, requests)
     out["sentence"] = text.set_sentence(out)
     return out

@@ -33,7 +33,7 @@ from typing import Any
 from specbench import configurations
 from specbench.analysis.curves import batch_at, batch_sizes, mean_by_level, threshold_from_batch
 from specbench.analysis.efficiency import relative_to_best
-from specbench.analysis.intervals import RequestDurations
+from specbench.analysis.intervals import PairedRequests
 from specbench.errors import ConfigError
 from specbench.results import Run
 from specbench.stats import geomean
@@ -124,13 +124,13 @@ def _slots(curves: dict[int, dict[int, float]], best: dict[int, int], levels: li
 
 
 def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
-              durations: RequestDurations) -> dict[str, Any]:
+              requests: PairedRequests) -> dict[str, Any]:
     """Efficiency of the tuned server and its ratio to SGLang's default, where measured (from
     the same requests' durations where the points have them, as the one-server efficiency)."""
     summary = run.summary
     tuned = mean_by_level(summary, TUNED, prompt_set, "output_tok_s")
     default = mean_by_level(summary, SGLANG_DEFAULT, prompt_set, "output_tok_s")
-    paired = durations.versus(TUNED, prompt_set)
+    paired = requests.versus(TUNED, prompt_set)
     relative = relative_to_best(tuned, curves, paired=paired)
     vs = relative_to_best(tuned, {SGLANG_DEFAULT: default}, paired=paired) if default else None
     vs_default = {c: r for c, r in vs.by_level.items() if int(c) in default} if vs else {}
@@ -144,7 +144,7 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     }
 
 
-def schedule(run: Run, prompt_set: str, durations: RequestDurations) -> dict[str, Any] | None:
+def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, Any] | None:
     """The schedule entry of analysis.json for one prompt set; None without several K."""
     names = k_curves(run, prompt_set)
     if sum(k > 0 for k in names) < 2:
@@ -170,5 +170,5 @@ def schedule(run: Run, prompt_set: str, durations: RequestDurations) -> dict[str
         "batch_size_by_concurrency": {str(c): round(b, 2)
                                       for c, b in zip(levels, batch, strict=True)},
         "applied_slots": dict(applied) if applied else None,
-        **_measured(run, prompt_set, {names[k]: curve for k, curve in curves.items()}, durations),
+        **_measured(run, prompt_set, {names[k]: curve for k, curve in curves.items()}, requests),
     }
