@@ -25,7 +25,7 @@ Per level the ratio of two configurations' mean tok/s gets a standard error on t
   prompts in a window move both servers' tok/s together (on the simulator by 2-10% per point,
   against 1-3% for the ratio), and an unpaired error keeps that shared part.
 
-Measured on the simulator (benchmarks/interval_calibration.py: ten sets of 10 reruns, seven
+Measured on the simulator (benchmarks/interval_calibration.py: ten sets of 10 reruns, six
 prompt-order seed ranges, on two machines): the spread over reruns of each level's log ratio
 is 1.1-2.0 times this error (median 1.35), largest for the agentic set at 16-64 users, where
 a window holds 100-250 requests of prompts from a few hundred to 13k tokens. Part of that is
