@@ -374,7 +374,7 @@ def test_one_server_crossing_is_against_the_zero_step_curve(tmp_path: Path) -> N
         "One server: EAGLE-3 beats its zero-step path below 48 concurrent requests (coding")
     assert "stop drafting at batch size 49. Plain server: EAGLE-3 wins below 32" in \
         coding["sentence"]
-    assert result["analysis_version"] == 3
+    assert result["analysis_version"] == 4
 
 
 def test_one_server_threshold_uses_running_requests_of_eagle3_and_zero_step(
@@ -571,7 +571,7 @@ def test_single_repeats_are_compared_by_paired_requests(tmp_path: Path) -> None:
     coding = paired["prompt_sets"]["coding"]
     assert coding["interval_method"] == ["paired_requests"]
     assert coding["one_server"]["interval_method"] == ["paired_requests"]
-    assert paired["intervals"]["pair_blocks"] == 10
+    assert paired["intervals"]["pair_blocks"] == 8
     unpaired = analyze(load_run(make_run(tmp_path / "b", curves, se_rel=0.05, n_requests=60)))
     assert unpaired["prompt_sets"]["coding"]["interval_method"] == ["batch_means"]
     # 5% per request over 60 requests is well under the 5% (x sqrt 2) of unpaired points.

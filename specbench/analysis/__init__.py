@@ -103,7 +103,7 @@ __all__ = [
 ]
 
 # 2: one_server, plain_server, schedule, mix, intervals; recommended_threshold may be None.
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 ANALYSIS_FILE = "analysis.json"
 STATIC_MODES: tuple[str, str] = ("baseline", "eagle3")
 BOOTSTRAP_RESAMPLES = 2000

@@ -25,17 +25,18 @@ Per level the ratio of two configurations' mean tok/s gets a standard error on t
   prompts in a window move both servers' tok/s together (on the simulator by 2-10% per point,
   against 1-3% for the ratio), and an unpaired error keeps that shared part.
 
-Measured on the simulator (benchmarks/interval_calibration.py: ten sets of 10 reruns, six
-prompt-order seed ranges, on two machines): the spread over reruns of each level's log ratio
-is 1.1-2.0 times this error (median 1.35), largest for the agentic set at 16-64 users, where
-a window holds 100-250 requests of prompts from a few hundred to 13k tokens. Part of that is
-the prompt order itself: the same seeds give the same outlying c* on both machines, so the
-spread is larger between orders than the blocks of one window show. The Student t tails of
-the crossing draws absorb some of it: 86-89% of the intervals contain their set's median c*.
-The error this replaced, from the durations of the requests both servers finished, was
-0.9-2.2 times off on the same runs: it missed the requests only one window holds. Batch means
-over time slices describe one point's spread well (0.8-1.0 of it) but cannot be paired: the
-same slice serves other requests on a faster server.
+Measured on the simulator (benchmarks/interval_calibration.py; 190 reruns of 150 prompt-order
+seeds on two machines): the spread over reruns of each level's log ratio is 1.1-2.0 times
+this error (median 1.3), largest for the agentic set at 32-64 users, where a window holds
+100-250 requests of prompts from a few hundred to 13k tokens. Requests far apart in the order
+still share the server's state (a long prefill slows the batch it joins), so the error grows
+with the blocks: by 1.2-1.7x from 20 blocks to 4. Fewer blocks leave fewer degrees of
+freedom and wider t tails, so :data:`PAIR_BLOCKS` = 8 is the middle: 89-92% of the intervals
+contain their set's median c* at a median 2.5-3.7 sd (10 blocks: 87-89% at 2.3-3.4 sd; 4
+blocks: 93-98% at 4.3-6.3 sd). The error this replaced, from the durations of the requests
+both servers finished, was 0.9-2.2 times off: it missed the requests only one window holds.
+Batch means over time slices describe one point's spread well (0.8-1.0 of it) but cannot be
+paired: the same slice serves other requests on a faster server.
 
 :func:`ratio_draws` draws whole ratio curves from those errors (levels independent), and the
 crossing rule applied to every draw gives the interval of c* (:func:`percentile_interval`).
@@ -56,7 +57,7 @@ from specbench.stats import draw_log_ratios
 
 CONFIDENCE = 0.95
 TAIL_PCT = (1 - CONFIDENCE) / 2 * 100  # each side of a percentile interval
-PAIR_BLOCKS = 10  # blocks of consecutive request ids for the paired-request error
+PAIR_BLOCKS = 8  # blocks of consecutive request ids for the paired-request error
 MIN_PER_BLOCK = 3  # fewer requests than 3 blocks of 3 in the two windows: no paired error
 MIN_PAIRED = 5  # fewer shared requests: no paired tok/s ratio (the windows' ratio is used)
 OUTLIER_MADS = 5.0  # a pair this far from the median ratio was held up by the client's machine
