@@ -476,6 +476,30 @@ def test_schedule_slots_from_measured_running_requests(tmp_path: Path) -> None:
     assert sched["batch_size_by_concurrency"]["64"] == 32.0
 
 
+def test_schedule_picks_k_by_the_same_requests_durations(tmp_path: Path) -> None:
+    # At c=8 the windows put K=3 0.7% ahead of K=5; K=5's requests there took 5% less time
+    # than they would at its window's tok/s. Judged by the same requests' durations (as the
+    # efficiency judges), K=5 is 4.5% faster, so K=5 keeps its slot through c=8.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specbench.results import PointKey, point_path
+
+    run_dir = make_run(tmp_path, tune_curves(), paired_noise=0.0, n_requests=60)
+    window_only = analyze(load_run(run_dir))["prompt_sets"]["coding"]["schedule"]
+    assert window_only["measured_best"]["8"] == 3
+    path = point_path(run_dir, PointKey("eagle3-k5", "coding", 8, 0))
+    table = pq.read_table(path)  # keeps the point's summary in the schema metadata
+    rows = table.to_pandas()
+    rows["t_end_s"] = rows["t_send_s"] + 0.95 * (rows["t_end_s"] - rows["t_send_s"])
+    pq.write_table(pa.Table.from_pandas(rows, preserve_index=False)
+                   .replace_schema_metadata(table.schema.metadata), path)
+    sched = analyze(load_run(run_dir))["prompt_sets"]["coding"]["schedule"]
+    assert sched["measured_best"]["8"] == 5
+    assert sched["per_level"]["16"] == 3
+    assert int(list(sched["slots"])[1]) > 8  # the 5 -> 3 switch moved past c=8
+
+
 def test_schedule_merges_and_drops_slots(tmp_path: Path) -> None:
     # Only K = 1 and 2 and zero-step; 2 is best below 64, zero-step from 64 on, 1 never.
     curves = tune_curves()

@@ -4,11 +4,16 @@ From the static curves of one prompt set, EAGLE-3 at each K measured (``eagle3``
 K, ``eagle3-k<K>``) and ``zero-step`` as K = 0:
 
 * **Per level** the K with the highest tok/s (a tie goes to the smaller K: less work for the
-  same tokens). A run of levels whose best K differs from the K on both sides of it by less
-  than :data:`SMOOTH_TOLERANCE` at each of its levels takes the neighbours' K
-  (``measured_best`` keeps the raw winners): such a blip is within a level's run-to-run noise
-  (1-3% on the simulator, benchmarks/interval_calibration.py), and a slot a few batch sizes
-  wide would switch the steps back and forth as the running batch fluctuates around it.
+  same tokens), compared as the efficiency compares them: each K against the level's fastest
+  window by the same requests' durations, where the points have per-request rows. Picking by
+  the windows' tok/s and judging by durations disagreed by up to 5% (agentic, 8 users, about
+  55 requests a window: K=2 and K=5 tied by windows, K=5 2.9% faster by durations), so the
+  tuned server could lose to the K it did not pick. A run of levels whose best K differs from
+  the K on both sides of it by less than :data:`SMOOTH_TOLERANCE` at each of its levels takes
+  the neighbours' K (``measured_best`` keeps the raw winners): such a blip is within a level's
+  run-to-run noise (1-3% on the simulator, benchmarks/interval_calibration.py), and a slot a
+  few batch sizes wide would switch the steps back and forth as the running batch fluctuates
+  around it.
 * **Slots.** Where the best K changes between two neighbouring levels, the two curves cross
   between them; the crossing is interpolated in log2 c (as the crossover is) and mapped to the
   servers' measured batch size (mean running requests of the candidates, at most c); the slot
@@ -64,6 +69,21 @@ def k_curves(run: Run, prompt_set: str) -> dict[int, str]:
         if k not in out or name == "eagle3":
             out[k] = str(name)
     return dict(sorted(out.items()))
+
+
+def _paired_curves(curves: dict[int, dict[int, float]], names: dict[int, str], prompt_set: str,
+                   levels: list[int], requests: PairedRequests) -> dict[int, dict[int, float]]:
+    """tok/s per K and level, each K scaled to the level's fastest window by the same
+    requests' durations (the windows' own where a point has no per-request rows)."""
+    out: dict[int, dict[int, float]] = {k: dict(curve) for k, curve in curves.items()}
+    for c in levels:
+        fastest = max(curves, key=lambda k: (curves[k][c], -k))
+        for k in curves:
+            ratio = None if k == fastest else requests.ratio((names[k], names[fastest]),
+                                                             prompt_set, c)
+            if ratio is not None:
+                out[k][c] = curves[fastest][c] * ratio
+    return out
 
 
 def _switch_key(
@@ -156,6 +176,8 @@ def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, A
     levels = [c for c in levels if all(curve[c] > 0 for curve in curves.values())]
     if not levels:
         return None
+    window_curves = curves
+    curves = _paired_curves(curves, names, prompt_set, levels, requests)
     measured = {c: max(curves, key=lambda k: (curves[k][c], -k)) for c in levels}
     best = _smooth(curves, measured, levels)
     batch, _ = batch_sizes(summary, prompt_set, levels, names.values())
@@ -170,5 +192,6 @@ def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, A
         "batch_size_by_concurrency": {str(c): round(b, 2)
                                       for c, b in zip(levels, batch, strict=True)},
         "applied_slots": dict(applied) if applied else None,
-        **_measured(run, prompt_set, {names[k]: curve for k, curve in curves.items()}, requests),
+        **_measured(run, prompt_set, {names[k]: curve for k, curve in window_curves.items()},
+                    requests),
     }
