@@ -33,9 +33,15 @@ new tokens contributes k samples of g/k (so speculative decoding's multi-token c
 inflate ITL nor hide tokens).
 
 **Acceptance.** Verify-weighted over requests that finished in the window:
-sum(completion_tokens) / sum(spec_verify_ct); NaN when the server reported no verify counts
-(baseline). The server's own view, from ``/metrics`` counter deltas around the window, is
-reported beside it.
+sum(completion_tokens) / sum(spec_verify_ct), from the stream's per-request counts. SGLang
+before 0.5.19 streams none (engines/versions.py); then the point takes the server's own figure,
+Δ``generation_tokens_total`` / Δ``spec_verify_calls_total`` between the window's two scrapes
+(both counters move when a request finishes, by that request's tokens and verify rounds: the
+same ratio over the requests that finished in between). Where no request finished in the
+window (long answers at c=1), the mean of SGLang's own windowed ``spec_accept_length`` gauge,
+sampled through the window, is the last resort. ``accept_source`` says which one a point used
+(``stream``, ``server``, ``server_gauge``, or null for a baseline); ``server_accept_length`` is
+always the counters' figure, so the two can be compared where both exist.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ VERIFY_CALLS = "sglang:spec_verify_calls_total"
 RUNNING_REQS = "sglang:num_running_reqs"  # gauges, sampled through the window
 QUEUE_REQS = "sglang:num_queue_reqs"
 RETRACTED = "sglang:num_retracted_requests_total"  # appears with the first retraction
+ACCEPT_GAUGE = "sglang:spec_accept_length"  # windowed over decode log intervals
 
 
 class Flag(Enum):
@@ -315,6 +322,7 @@ class _ServerView:
     queued_mean: float  # mean of the sampled queue gauge (0: none sampled)
     samples: int  # gauge samples behind the two means
     retracted: float  # requests the server retracted (preempted) between the scrapes
+    accept_gauge: float  # mean of SGLang's windowed spec_accept_length gauge (NaN: none > 0)
 
 
 def _server_view(result: PointResult, time_scale: float) -> _ServerView:
@@ -324,6 +332,8 @@ def _server_view(result: PointResult, time_scale: float) -> _ServerView:
     samples = [s.values for s in ([before] if before else []) + list(result.gauges)]
     running = [v[RUNNING_REQS] for v in samples if RUNNING_REQS in v]
     queued = [v.get(QUEUE_REQS, 0.0) for v in samples]
+    # 0 until the server's first decode log interval: no figure yet, not "nothing accepted".
+    accepts = [v[ACCEPT_GAUGE] for v in samples if v.get(ACCEPT_GAUGE, 0.0) > 0.0]
     retracted = NAN
     if before is not None and after is not None:
         retracted = after.values.get(RETRACTED, 0.0) - before.values.get(RETRACTED, 0.0)
@@ -335,6 +345,7 @@ def _server_view(result: PointResult, time_scale: float) -> _ServerView:
         queued_mean=float(np.mean(queued)) if queued else 0.0,
         samples=len(running),
         retracted=retracted,
+        accept_gauge=float(np.mean(accepts)) if accepts else NAN,
     )
 
 
@@ -368,6 +379,12 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
     spec = [r for r in done if r.spec_verify_ct is not None]
     accept_length = _ratio(float(sum(r.completion_tokens for r in spec)),
                            float(sum(r.spec_verify_ct or 0 for r in spec)))
+    server_accept = _ratio(server.finished_tokens, server.verify_calls)
+    accept_source = "stream" if math.isfinite(accept_length) else None
+    if accept_source is None and math.isfinite(server_accept):
+        accept_length, accept_source = server_accept, "server"
+    elif accept_source is None and math.isfinite(server.accept_gauge):
+        accept_length, accept_source = server.accept_gauge, "server_gauge"
 
     lo, hi = bootstrap_rate_ci(wtok, window_s)
     slices = batch_means(slice_rates(
@@ -385,9 +402,10 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
         "e2e_ms_p50": _pct(e2e, 50), "e2e_ms_p90": _pct(e2e, 90), "e2e_ms_p99": _pct(e2e, 99),
         "per_user_tok_s": _ratio(output_tok_s, float(result.concurrency)),
         "accept_length": accept_length,
+        "accept_source": accept_source,
         "tokens_per_chunk": _ratio(float(done_tokens), float(bearing_chunks)),
         "server_output_tok_s": _ratio(server.finished_tokens, server.scrape_s),
-        "server_accept_length": _ratio(server.finished_tokens, server.verify_calls),
+        "server_accept_length": server_accept,
         "server_running_reqs_mean": server.running_mean,
         "client_cpu_frac": _ratio(result.client_cpu_s, wall_s),
         "loop_lag_ms_p50": result.loop_lag_ms.get("p50", NAN),

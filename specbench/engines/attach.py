@@ -133,7 +133,8 @@ class AttachEngine:
         timeout_s = min(self.cfg.server.ready_timeout_s, _ATTACH_READY_S)
         if not wait_ready(url, timeout_s):
             raise ServerStartError(
-                f"{url} did not answer /ready with 200 within {timeout_s:.0f} s; check the server"
+                f"{url} did not answer /ready (or /health) with 200 within {timeout_s:.0f} s; "
+                "check the server"
             )
         info = fetch_server_info(url, api_key=self.cfg.load.api_key)
         found = server_info.detect_mode(info)

@@ -9,7 +9,7 @@ implement it (`engines/__init__.py` holds the plain dict that picks one):
 - `attach`: servers someone else started; nothing is launched or stopped.
 
 The two launching engines share :class:`LaunchedEngine`: write the adaptive JSON when the
-configuration needs one, start the process, wait for `/ready`, read `/server_info` and check it
+configuration needs one, start the process, wait until it is ready, read `/server_info` and check it
 is what was asked (`server_info.check_server_info`).
 """
 
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from specbench.config import SweepConfig
 from specbench.configurations import SGLANG_DEFAULT_ADAPTIVE_STEPS, Schedule, ServerConfiguration
 from specbench.engines import argv as argv_mod
-from specbench.engines import diagnose, server_info
+from specbench.engines import diagnose, server_info, versions
 from specbench.engines.attach import fetch_server_info
 from specbench.engines.process import ServerProcess, ServerStartError, http_get
 from specbench.redaction import redact
@@ -309,6 +309,7 @@ class LaunchedEngine:
             port=cfg.server.port,
             env=env,
             diagnose=_diagnose,
+            ready_route=versions.release(self.version()).ready_route,
         )
         proc.start(cfg.server.ready_timeout_s)
         server = Server(

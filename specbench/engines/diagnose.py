@@ -87,6 +87,13 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
         "candidate_steps must be a list of non-negative ints",
     ),
     _rule(
+        "model_not_a_model",
+        r"(?P<detail>Unrecognized model in (?P<path>\S+?)\. Should have a `model_type` key.*)$",
+        "a model path holds no model SGLang can load ({detail})",
+        "point --model-path / --draft-model-path at a directory with the model's config.json "
+        "(with its model_type) and weights; for EAGLE-3 that is the draft head's own directory",
+    ),
+    _rule(
         "model_access_denied",
         r"(?P<detail>.*(gated repo|Access to model .* is restricted|401 Client Error).*)$",
         "the model repository refused access ({detail})",
@@ -111,6 +118,16 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
         "SGLang found no usable NVIDIA GPU ({detail})",
         "run on a machine with a GPU and a CUDA build of torch (check `nvidia-smi` and "
         "CUDA_VISIBLE_DEVICES), or use --engine sim for the simulated server",
+    ),
+    _rule(
+        "kv_cache_memory",
+        r"(?P<detail>Loaded weights leave no GPU memory for the KV cache under "
+        r"--mem-fraction-static=\S+ Raise --mem-fraction-static above [0-9.]+)",
+        "no GPU memory was left for the KV cache after loading the weights; SGLang says: "
+        "{detail}",
+        "pass a larger --mem-fraction-static (--server-arg '--mem-fraction-static 0.85'), "
+        "or spread the model over more GPUs with --tp-size",
+        "Loaded weights leave no GPU memory for the KV cache under ",
     ),
     _rule(
         "kv_cache_memory",

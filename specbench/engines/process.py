@@ -4,7 +4,9 @@ Facts this follows (shared/reference/sglang-0.5.23.md §3):
 - SGLang binds its HTTP port only after loading the model, so a port conflict would show up
   minutes late: the port is checked before launch.
 - Readiness is `GET /ready` (200 only once the warmup request succeeded); `/model_info`
-  answers earlier and `/health` injects real requests.
+  answers earlier. SGLang before 0.5.20 has no `/ready` (engines/versions.py): a 404 there
+  switches the poll to `/health`, which answers 503 while the server starts and 200 once a
+  one-token generation went through (it injects that request, so it is the fallback only).
 - SGLang creates no process group and drains requests on SIGTERM, possibly for minutes. The
   server is started in a new session; stop is SIGTERM to the group, then SIGKILL of the group
   after a grace period. Nothing is ever killed by name pattern.
@@ -104,21 +106,28 @@ def fresh_log(path: Path) -> Path:
 
 
 def wait_ready(
-    base_url: str, timeout_s: float, check: Callable[[], None] | None = None
+    base_url: str,
+    timeout_s: float,
+    check: Callable[[], None] | None = None,
+    route: str = "/ready",
 ) -> bool:
-    """Poll `GET /ready` until it answers 200 (True) or `timeout_s` passes (False).
+    """Poll `GET route` until it answers 200 (True) or `timeout_s` passes (False).
 
+    A 404 from `/ready` means a release without that route: polling goes on at `/health`.
     `check` runs before each poll and raises to give up early (a process that exited).
     """
     deadline = time.monotonic() + timeout_s
-    url = f"{base_url.rstrip('/')}/ready"
+    base = base_url.rstrip("/")
     while time.monotonic() < deadline:
         if check is not None:
             check()
         try:
-            status, _ = http_get(url, timeout_s=2.0)
+            status, _ = http_get(base + route, timeout_s=2.0)
             if status == 200:
                 return True
+            if status == 404 and route == "/ready":
+                route = "/health"
+                continue
         except (OSError, urllib.error.URLError):
             pass
         time.sleep(0.1)
@@ -131,7 +140,7 @@ Diagnoser = Callable[[str, Path], str | None]
 
 @dataclass
 class ServerProcess:
-    """One launched server. `start()` returns when `/ready` answers 200."""
+    """One launched server. `start()` returns when its readiness route answers 200."""
 
     name: str
     argv: list[str]
@@ -140,6 +149,7 @@ class ServerProcess:
     port: int
     env: dict[str, str] = field(default_factory=dict)
     diagnose: Diagnoser | None = None
+    ready_route: str = "/ready"  # versions.Release.ready_route of the launched SGLang
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -194,7 +204,8 @@ class ServerProcess:
                     self._failure_message(f"exited with code {code} during start-up")
                 )
 
-        if not wait_ready(self.base_url, timeout_s, check=still_starting):
+        if not wait_ready(self.base_url, timeout_s, check=still_starting,
+                          route=self.ready_route):
             self.stop()
             raise ServerStartError(
                 self._failure_message(f"did not become ready within {timeout_s:.0f} s")

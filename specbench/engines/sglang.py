@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
+from specbench.engines import versions
 from specbench.engines.argv import build_argv
 from specbench.engines.base import LaunchedEngine
 from specbench.errors import ConfigError
@@ -99,19 +100,6 @@ def sglang_version(python: str | None = None, timeout_s: float = 60.0) -> str | 
     return lines[-1].strip() or None
 
 
-# `--speculative-adaptive` first ships in SGLang 0.5.11 (checked in the wheels: 0.5.10.post1
-# has no such flag, 0.5.11 has it); the case that started this project ran 0.5.9.
-ADAPTIVE_SINCE = (0, 5, 11)
-
-
-def _release(version: str) -> tuple[int, ...]:
-    numbers = []
-    for part in version.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        numbers.append(int(digits) if digits else 0)
-    return tuple(numbers)
-
-
 def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
     """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins)."""
     value = None
@@ -169,14 +157,15 @@ class SGLangEngine(LaunchedEngine):
     def _check_adaptive_support(self) -> None:
         adaptive = [c.name for c in self.cfg.configurations if c.kind == "dynamic"]
         version = self.version() if adaptive else None
-        if version is None or _release(version) >= ADAPTIVE_SINCE:
+        since = versions.SUPPORTED_FROM
+        if version is None or versions.release_tuple(version) >= since:
             return
-        since = ".".join(map(str, ADAPTIVE_SINCE))
         static = ",".join(c.name for c in self.cfg.configurations if c.kind != "dynamic")
         raise ConfigError(
-            f"SGLang {version} has no --speculative-adaptive (it first ships in {since}), which "
-            f"the {adaptive[0]} server needs; upgrade SGLang (pip install 'sglang>={since}') or "
-            f"measure the static servers only (--modes {static or 'baseline,eagle3'})"
+            f"SGLang {version} has no adaptive speculation with steps 0 (it first ships in "
+            f"{versions.dotted(since)}), which the {adaptive[0]} server needs; upgrade SGLang "
+            f"(pip install 'sglang>={versions.dotted(since)}') or measure the static servers "
+            f"only (--modes {static or 'baseline,eagle3'})"
         )
 
     def version(self) -> str | None:

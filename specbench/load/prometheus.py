@@ -13,7 +13,7 @@ from dataclasses import dataclass
 # SGLang counts a request's tokens as it finishes.
 GEN_TOKENS = "sglang:generation_tokens_total"
 GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
-          "sglang:num_retracted_reqs")
+          "sglang:num_retracted_reqs", "sglang:spec_accept_length")
 
 
 @dataclass(frozen=True)

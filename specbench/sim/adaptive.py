@@ -48,14 +48,23 @@ class SlotConfig:
     ceiling_coeff: float = 0.0
 
 
-def load_adaptive_config(path: str | None) -> tuple[SlotConfig, ...]:
+# SGLang 0.5.14-0.5.19's built-in config differs only in slot 1 (read from their wheels).
+DEFAULT_ADAPTIVE_CONFIG_0_5_17: dict[str, Any] = {
+    **DEFAULT_ADAPTIVE_CONFIG, "1": {"candidate_steps": [1, 3, 7]},
+}
+
+
+def load_adaptive_config(
+    path: str | None, default: dict[str, Any] | None = None
+) -> tuple[SlotConfig, ...]:
     """Read SGLang's adaptive JSON: digit keys are slots; other top-level keys are defaults.
 
     Only `candidate_steps` is validated (non-empty list of ints >= 0), as in SGLang; anything
-    wrong raises ValueError with SGLang-like wording.
+    wrong raises ValueError with SGLang-like wording. Without a path, `default` (the release's
+    built-in config; 0.5.23's when None) is used.
     """
     if path is None:
-        raw: Any = DEFAULT_ADAPTIVE_CONFIG
+        raw: Any = DEFAULT_ADAPTIVE_CONFIG if default is None else default
     else:
         try:
             raw = json.loads(Path(path).read_text())

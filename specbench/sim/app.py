@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from specbench.sim.args import SIM_VERSION, ServerSettings
+from specbench.sim.args import ServerSettings
 from specbench.sim.auth import key_middleware
 from specbench.sim.costmodel import Profile
 from specbench.sim.faults import FaultInjector
@@ -75,7 +75,8 @@ class SimServer:
         app = web.Application(client_max_size=_MAX_BODY_BYTES, middlewares=middlewares)
         openai, native = OpenAIApi(self), NativeApi(self)
         r = app.router
-        r.add_get("/ready", self.ready)
+        if s.release.has_ready:
+            r.add_get("/ready", self.ready)
         r.add_get("/health", self.health)
         r.add_get("/health_generate", self.health)
         r.add_get("/ping", self.ping)
@@ -176,7 +177,7 @@ class SimServer:
         """SGLang's server args and internal state, then the simulator's `sim_*` keys."""
         return {
             **self._server_args(),
-            "version": SIM_VERSION,
+            "version": f"{self.settings.release.version}-sim",
             "status": self.status,
             "internal_states": [self._internal_state()],
             **self._sim_info(),

@@ -27,10 +27,30 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from specbench.sim.adaptive import SlotConfig, load_adaptive_config
+from specbench.sim.adaptive import (
+    DEFAULT_ADAPTIVE_CONFIG,
+    DEFAULT_ADAPTIVE_CONFIG_0_5_17,
+    SlotConfig,
+    load_adaptive_config,
+)
 from specbench.sim.costmodel import DEFAULT_PROFILE, Profile
 
-SIM_VERSION = "0.5.23-sim"
+
+@dataclass(frozen=True)
+class SimRelease:
+    """What --sim-sglang-version changes: the differences the first real server (0.5.17) showed
+    against 0.5.23, read from those releases' wheels (not from specbench.engines)."""
+
+    version: str
+    has_ready: bool  # GET /ready exists (0.5.20 on); before it, only /health
+    stream_spec_counts: bool  # return_spec_tokens_details honoured in OpenAI streams (0.5.19 on)
+    default_adaptive_config: dict[str, Any]
+
+
+SIM_RELEASES: dict[str, SimRelease] = {
+    "0.5.23": SimRelease("0.5.23", True, True, DEFAULT_ADAPTIVE_CONFIG),
+    "0.5.17": SimRelease("0.5.17", False, False, DEFAULT_ADAPTIVE_CONFIG_0_5_17),
+}
 EAGLE_FAMILY = ("EAGLE", "EAGLE3")
 SPEC_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO")
 SKIP_ZERO_STEP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
@@ -99,6 +119,7 @@ class ServerSettings:
     sim_time_scale: float
     sim_seed: int
     faults: FaultOptions
+    release: SimRelease = SIM_RELEASES["0.5.23"]
     disable_radix_cache: bool = False
     enable_cache_report: bool = False
     # --context-length as given (None: the profile's, as SGLang reads config.json); the
@@ -269,6 +290,14 @@ SIM_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--sim-slow-start-s", {"type": _non_negative_float, "default": 0.0}),
     ("--sim-fail-start", {"metavar": "LINE"}),
     ("--sim-cap-running", _INT),
+    (
+        "--sim-sglang-version",
+        {
+            "choices": tuple(SIM_RELEASES),
+            "default": "0.5.23",
+            "help": "behave like this SGLang release (/ready, spec counts in streams)",
+        },
+    ),
 )
 
 
@@ -354,6 +383,7 @@ def resolve(
         sim_time_scale=ns.sim_time_scale,
         sim_seed=ns.sim_seed,
         faults=_faults(ns),
+        release=SIM_RELEASES[ns.sim_sglang_version],
         disable_radix_cache=bool(ns.disable_radix_cache),
         enable_cache_report=bool(ns.enable_cache_report),
         context_length_arg=ns.context_length,
@@ -461,7 +491,9 @@ def _adaptive_slots(
         )
         return None
     try:
-        return load_adaptive_config(ns.speculative_adaptive_config)
+        release = SIM_RELEASES[ns.sim_sglang_version]
+        return load_adaptive_config(ns.speculative_adaptive_config,
+                                    release.default_adaptive_config)
     except (ValueError, FileNotFoundError) as exc:
         raise StartupError(1, f"{type(exc).__name__}: {exc}") from None
 

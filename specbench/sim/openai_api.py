@@ -199,7 +199,8 @@ class OpenAIApi:
             stream=stream,
             include_usage=include_usage,
             continuous_usage=bool(opts.get("continuous_usage_stats")),
-            want_spec=bool(body.get("return_spec_tokens_details")),
+            want_spec=bool(body.get("return_spec_tokens_details"))
+            and self.settings.release.stream_spec_counts,
         )
 
     # ------------------------------------------------------------------ chat

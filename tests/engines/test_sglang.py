@@ -173,6 +173,13 @@ FAILURE_LOGS: list[tuple[str, str, list[str]]] = [
         "bad_argument",
         ["--speculative-num-steps=2", "[0, 3]"],
     ),
+    (
+        "  File \"/site/transformers/models/auto/configuration_auto.py\", line 421\n"
+        "ValueError: Unrecognized model in /models/empty-draft. Should have a `model_type` key "
+        "in its config.json.\n",
+        "model_not_a_model",
+        ["/models/empty-draft", "--draft-model-path"],
+    ),
 ]
 
 
@@ -581,8 +588,9 @@ def _fake_sglang(tmp_path: Path, version: str) -> Path:
     return site
 
 
-@pytest.mark.parametrize("version, refused", [("0.5.9", True), ("0.5.10.post1", True),
-                                              ("0.5.11", False), ("0.5.23", False)])
+@pytest.mark.parametrize("version, refused", [("0.5.9", True), ("0.5.13", True),
+                                              ("0.5.14", False), ("0.5.17", False),
+                                              ("0.5.23", False)])
 def test_dynamic_servers_need_an_sglang_with_adaptive_speculation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, refused: bool
 ):
@@ -595,9 +603,9 @@ def test_dynamic_servers_need_an_sglang_with_adaptive_speculation(
     with pytest.raises(ConfigError) as info:
         engine.preflight()
     assert str(info.value) == (
-        f"SGLang {version} has no --speculative-adaptive (it first ships in 0.5.11), which the "
-        "zero-step server needs; upgrade SGLang (pip install 'sglang>=0.5.11') or measure the "
-        "static servers only (--modes baseline,eagle3)"
+        f"SGLang {version} has no adaptive speculation with steps 0 (it first ships in 0.5.14), "
+        "which the zero-step server needs; upgrade SGLang (pip install 'sglang>=0.5.14') or "
+        "measure the static servers only (--modes baseline,eagle3)"
     )
     static_only = config.resolve(
         {"engine": "sglang", "modes": ["baseline", "eagle3"], "server": {"port": free_port()}}

@@ -372,7 +372,8 @@ class FakeSGLang:
             for event in final:
                 await resp.write(event)
             self.gen_tokens_finished += n
-            self.verify_calls_finished += verify
+            if self.opts.spec:  # SGLang counts verify calls only when there were any
+                self.verify_calls_finished += verify
             return resp
         except ConnectionResetError:  # the client went away (a request cancelled at window end)
             return resp
@@ -392,17 +393,20 @@ class BatchFake:
     No faults, no ground-truth log, no ``/metrics`` (404).
     """
 
-    def __init__(self, opts: FakeOptions, port: int = 0) -> None:
+    def __init__(self, opts: FakeOptions, port: int = 0, reuse_port: bool = False) -> None:
         self.opts = opts
         self.port = port
+        self.reuse_port = reuse_port
         self.active: set[_BatchStream] = set()
         self.wake = asyncio.Event()
         self._responses: dict[bytes, list[bytes]] = {}
 
     async def serve_forever(self) -> None:
         loop = asyncio.get_running_loop()
+        # reuse_port: several processes may serve one port (benchmarks/client_procs.py), so
+        # that the stream source is not the limit; the kernel spreads connections over them.
         server = await loop.create_server(lambda: _BatchStream(self), "127.0.0.1", self.port,
-                                          backlog=4096)
+                                          backlog=4096, reuse_port=self.reuse_port)
         self.port = server.sockets[0].getsockname()[1]
         async with server:
             while True:

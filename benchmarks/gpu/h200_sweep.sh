@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A real-GPU sweep launched by specbench, resumable across sessions that start bare.
+#
+# Usage (where `python3 -c "import sglang"` works and one GPU is free):
+#   benchmarks/gpu/h200_sweep.sh RUN_DIR TARGET_DIR DRAFT_DIR [extra `specbench sweep` options]
+#
+# - RUN_DIR: a new run is started there; a run directory already there is resumed (`--resume`),
+#   so a machine that is taken back mid-sweep loses at most the point in progress.
+# - TARGET_DIR, DRAFT_DIR: the target model and its EAGLE-3 draft. A `construction.json` beside
+#   them (written by a model builder) is copied into RUN_DIR/models/ so the run records how its
+#   models were made; MODELS_NOTE (a line of text) goes into RUN_DIR/models/README.md.
+# - STOP_AFTER_S (default: none): the sweep is sent SIGINT after this many seconds, keeps every
+#   finished point and exits 130, so a time-limited session can tar RUN_DIR before it ends.
+#
+# Flags this bundle needs on an H200 without FA3: Triton attention and PyTorch sampling (say so
+# in the report: production Hopper servers use FA3). Levels 1..128 fit the KV pool of an 8B
+# model with EAGLE-3 on one H200; windows of 8 s after 3 s of warmup hold 10-100 requests per
+# point at these lengths.
+set -euo pipefail
+if [ $# -lt 3 ]; then
+  echo "usage: $0 RUN_DIR TARGET_DIR DRAFT_DIR [specbench sweep options]" >&2
+  exit 2
+fi
+run_dir=$1 target=$2 draft=$3
+shift 3
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+python3 -c "import sglang" 2>/dev/null || {
+  echo "h200_sweep: SGLang is not importable by python3; install it (0.5.14..0.5.23) first" >&2
+  exit 2
+}
+
+mkdir -p "$run_dir/models"
+for d in "$target" "$draft"; do
+  if [ -f "$d/construction.json" ]; then cp "$d/construction.json" "$run_dir/models/"; fi
+done
+if [ -n "${MODELS_NOTE:-}" ]; then printf '%s\n' "$MODELS_NOTE" > "$run_dir/models/README.md"; fi
+
+if [ -f "$run_dir/manifest.json" ]; then
+  where=(--resume "$run_dir")
+else
+  where=(--results-dir "$(dirname "$run_dir")" --run-name "$(basename "$run_dir")")
+fi
+limit=()
+if [ -n "${STOP_AFTER_S:-}" ]; then limit=(timeout --signal=INT --kill-after=60 "$STOP_AFTER_S"); fi
+
+set +e
+"${limit[@]}" python3 -m specbench sweep --engine sglang "${where[@]}" \
+  --model-path "$target" --draft-model-path "$draft" \
+  --server-arg "--attention-backend triton" --server-arg "--sampling-backend pytorch" \
+  --prompts coding,agentic --concurrency 1,4,16,32,64,128 --warmup-s 3 --window-s 8 \
+  "$@"
+code=$?
+set -e
+echo "h200_sweep: specbench sweep exited $code"
+exit "$code"

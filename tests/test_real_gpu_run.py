@@ -1,0 +1,69 @@
+"""The committed real H200 run (results/gpu/) stays readable: analysis and report re-run on it.
+
+It is the first run specbench launched on real SGLang (0.5.17, Triton attention, one H200); the
+numbers here are what that run measured, so a change that cannot read it, or reads it
+differently, fails here rather than in front of a user.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.harness import run_cli
+
+RUNS = Path(__file__).resolve().parents[1] / "results" / "gpu"
+RUN = RUNS / "h200-sglang-0.5.17-llama8b-shape-q0.3"
+DERIVED = ("analysis.json", "report.md", "report.html", "plots")
+
+
+@pytest.fixture(scope="module")
+def rerun(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy = tmp_path_factory.mktemp("gpu") / RUN.name
+    shutil.copytree(RUN, copy)
+    for name in DERIVED:
+        path = copy / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    done = run_cli(["report", str(copy)], cwd=copy.parent, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return copy
+
+
+def test_the_run_names_its_hardware_and_sglang() -> None:
+    manifest = json.loads((RUN / "manifest.json").read_text())
+    gpu = manifest["fingerprint"]["gpus"][0]
+    assert gpu["name"] == "NVIDIA H200" and gpu["driver_version"]
+    assert manifest["engine"] == {"kind": "sglang", "version": "0.5.17"}
+    argv = manifest["servers"]["eagle3"]["argv"]
+    assert "--attention-backend" in argv and "triton" in argv
+    assert (RUN / "models" / "README.md").read_text().startswith("Constructed")
+
+
+def test_speculative_points_carry_the_servers_acceptance() -> None:
+    rows = pd.read_parquet(RUN / "summary.parquet")
+    eagle3 = rows[rows["mode"] == "eagle3"]
+    assert len(eagle3) == 12
+    # SGLang 0.5.17 streams no per-request counts: every figure is the server's counters'.
+    assert set(eagle3["accept_source"]) == {"server"}
+    assert all(2.4 < a < 2.7 for a in eagle3["accept_length"])  # Q=0.3: ideal 2.53
+
+
+def test_analysis_and_report_rerun_on_the_real_run(rerun: Path) -> None:
+    analysis = json.loads((rerun / "analysis.json").read_text())
+    stored = json.loads((RUN / "analysis.json").read_text())
+    assert analysis == stored  # the analysis of the committed run does not drift silently
+    report = (rerun / "report.md").read_text()
+    assert "EAGLE-3 never wins (agentic)" in report
+    coding = analysis["prompt_sets"]["coding"]["plain_server"]
+    c_star, (low, high) = coding["crossover_concurrency"], coding["interval"]
+    assert 4 < c_star < 16 and low <= c_star <= high
+    assert math.isfinite(low) and math.isfinite(high)
+    assert (rerun / "report.html").stat().st_size > 0
