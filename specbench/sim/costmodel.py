@@ -11,6 +11,18 @@ the one in shared/reference/speculation-under-load.md §4.1:
 * attention is memory-bound on the KV cache it reads: a fixed cost per layer plus
   ``κ · KV bytes / BW``; ``κ`` is 1 for a one-token decode and ``verify_kappa`` for an EAGLE
   verify of K+1 query tokens (kernels that re-read KV per query row pay more);
+* a kernel that gives each request only a few thread blocks cannot fill the GPU at small batch:
+  then one request's KV walk sets the time, ``n_layers · serial · L`` for a request of L tokens
+  (``serial_ns_per_token_layer``, and ``verify_serial_ns_per_token_layer`` for the verify
+  kernel): the whole attention time at small batch, the last wave's tail on top of the
+  bandwidth term at large batch, so the two add.
+  Triton's decode kernel splits KV into at most 8 blocks per request; its extend kernel, which
+  SGLang's Triton backend uses for the verify, gives a request one block per query head and
+  walks the whole context in it. Both terms are 0 (off) unless the profile sets them;
+* a verify kernel that pads its query rows to a tile (``verify_pads_query_rows``, Triton's
+  extend kernel: 64 or more rows for 1 to K+1) costs the same for any row count: SGLang's
+  zero-step one-token verify and the draft extend over the verified tokens then pay the verify's
+  ``κ`` and serial walk too, not a decode's;
 * an EAGLE-3 step is verify (target, B·(K+1) tokens) + draft extend over the verified tokens +
   (K-1) one-token draft steps + K draft attentions + per-draft-step launch cost + a speculative
   overhead that grows with the batch; a zero-step step (dynamic mode above its threshold) is a
@@ -106,10 +118,31 @@ class AttentionModel:
     layer_fixed_ms: float  # kernel launch + small-batch floor, per layer per forward
     q_hidden: int  # query heads x head dim (for prefill FLOPs)
     prefill_flops_per_s: float
+    # Per-request KV walk when the kernel's blocks do not fill the GPU (0 = never the bound):
+    # ns per KV token of one request, per layer; for the decode kernel and the verify kernel.
+    serial_ns_per_token_layer: float = 0.0
+    verify_serial_ns_per_token_layer: float = 0.0
 
-    def decode_ms(self, kv_tokens: float, kappa: float = 1.0) -> float:
+    def decode_ms(
+        self,
+        kv_tokens: float,
+        kappa: float = 1.0,
+        *,
+        context_tokens: float = 0.0,
+        verify: bool = False,
+    ) -> float:
+        """One attention pass over `kv_tokens` KV entries in all, `context_tokens` per request.
+
+        `verify` picks the verify kernel's serial walk; `kappa` scales the bandwidth term.
+        """
         read_ms = 1e3 * kappa * kv_tokens * self.kv_bytes_per_token / self.bw_bytes_per_s
-        return self.n_layers * self.layer_fixed_ms + read_ms
+        serial_ns = (
+            self.verify_serial_ns_per_token_layer if verify else self.serial_ns_per_token_layer
+        )
+        # One request's walk is the whole time at small batch and the last wave's tail at
+        # large batch, so it adds to the bandwidth term.
+        walk_ms = self.n_layers * serial_ns * context_tokens / 1e6
+        return self.n_layers * self.layer_fixed_ms + read_ms + walk_ms
 
     def prefill_ms(self, n_new: int, n_prefix: int) -> float:
         # Causal attention over the chunk: QK^T and PV, 2 FLOPs per MAC each.
@@ -127,6 +160,12 @@ class Overheads:
     o_spec_per_req_us: float  # acceptance / metadata per request per verify
     o_step_ms: float  # per draft step (launch + top-k sampling)
     verify_kappa: float  # attention cost multiplier of a K+1-token verify vs a 1-token decode
+    # True: the verify kernel pads query rows to a tile, so the zero-step one-token verify and
+    # the draft extend cost what a K+1-row verify costs (verify_kappa, verify serial walk).
+    verify_pads_query_rows: bool = False
+    # Per extend (prefill) forward on top of o_base_ms: the scheduler's merge of the new requests
+    # into the running batch and the prefill's launches outside the decode's CUDA graph.
+    o_prefill_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -233,33 +272,49 @@ def decode_step(
     tl, ta = profile.target_linear, profile.target_attention
     dl, da = profile.draft_linear, profile.draft_attention
     base_ms = o.o_base_ms + batch * o.o_base_per_req_us / 1e3
+    context = kv_tokens / batch
     if not speculative:
         parts = {
             "target_linear": tl.time_ms(batch),
-            "target_attention": ta.decode_ms(kv_tokens),
+            "target_attention": ta.decode_ms(kv_tokens, context_tokens=context),
             "overhead": base_ms,
         }
         return StepCost(sum(parts.values()), parts)
     spec_ms = o.o_spec_ms + batch * o.o_spec_per_req_us / 1e3
+    # What a pass of the verify kernel costs when it does not depend on the row count.
+    padded = o.verify_pads_query_rows
+    extend_kappa = o.verify_kappa if padded else 1.0
     if num_steps <= 0:
         parts = {
             "target_linear": tl.time_ms(batch),
-            "target_attention": ta.decode_ms(kv_tokens),
+            "target_attention": ta.decode_ms(
+                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded
+            ),
             "overhead": base_ms + spec_ms,
         }
         if not skip_zero_step_draft_extend:
-            parts["draft_extend"] = dl.time_ms(batch) + da.decode_ms(kv_tokens)
+            parts["draft_extend"] = dl.time_ms(batch) + da.decode_ms(
+                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded
+            )
         return StepCost(sum(parts.values()), parts)
     verify_tokens = num_draft_tokens if num_draft_tokens else num_steps + 1
     if topk <= 1:
         verify_tokens = num_steps + 1
+    draft_decode_ms = da.decode_ms(kv_tokens, context_tokens=context)
     parts = {
         "target_linear": tl.time_ms(batch * verify_tokens),
-        "target_attention": ta.decode_ms(kv_tokens, kappa=o.verify_kappa),
+        "target_attention": ta.decode_ms(
+            kv_tokens, kappa=o.verify_kappa, context_tokens=context, verify=True
+        ),
         # The draft extend runs over the verified tokens, then K-1 one-token draft steps.
         "draft_linear": dl.time_ms(batch * verify_tokens)
         + (num_steps - 1) * dl.time_ms(batch * max(1, topk)),
-        "draft_attention": num_steps * da.decode_ms(kv_tokens),
+        "draft_attention": (
+            (num_steps - 1) * draft_decode_ms
+            + da.decode_ms(kv_tokens, kappa=extend_kappa, context_tokens=context, verify=True)
+            if padded
+            else num_steps * draft_decode_ms
+        ),
         "overhead": base_ms + spec_ms + num_steps * o.o_step_ms,
     }
     return StepCost(sum(parts.values()), parts)
@@ -275,7 +330,8 @@ def prefill_step(profile: Profile, chunks: list[tuple[int, int]], *, speculative
         "target_linear": profile.target_linear.time_ms(n_new),
         "target_attention": sum(ta.prefill_ms(n, prefix) for n, prefix in chunks),
         "overhead": profile.overheads.o_base_ms
-        + len(chunks) * profile.overheads.o_base_per_req_us / 1e3,
+        + len(chunks) * profile.overheads.o_base_per_req_us / 1e3
+        + profile.overheads.o_prefill_ms,
     }
     if speculative:
         # EAGLE keeps the draft's KV in step: every prefill also runs the draft over the chunk.

@@ -119,3 +119,19 @@ def test_real_start_up_failures_give_one_line_with_sglangs_own_hint(
     first = explain_failure(path).splitlines()[0]
     assert first_line_has in first
     assert "; " in first  # the cause, then what to do
+
+
+def test_a_window_where_nothing_finished_takes_the_servers_gauge(tmp_path: Path) -> None:
+    # c=1, answers far longer than the window (no EOS): no request finishes, the counters do
+    # not move, and SGLang 0.5.17's stream carries no counts; its windowed gauge still does.
+    from specbench.engines.process import free_port
+
+    done = sweep_cli(
+        tmp_path, free_port(), "--modes", "eagle3", "--prompts", "coding", "--concurrency", "1",
+        "--ignore-eos", "--sim-time-scale", "2", "--warmup-s", "0.5", "--window-s", "1",
+        "--sim-arg=--sim-sglang-version=0.5.17", name="gauge",
+    )
+    assert done.returncode == 0, done.stderr
+    row = _summary(tmp_path / "res" / "gauge").iloc[0]
+    assert row["n_requests"] == 0 and math.isnan(row["server_accept_length"])
+    assert row["accept_source"] == "server_gauge" and 1.5 < row["accept_length"] < 4.0

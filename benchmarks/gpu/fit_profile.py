@@ -1,0 +1,550 @@
+"""Fit the simulator's step-time model to the step times a real SGLang server logged.
+
+SGLang prints a ``Decode batch`` line every 40 decode steps::
+
+    Decode batch, #running-req: B, #token: N, token usage: U, [accept len: A, accept rate: R, ]
+    cuda graph: True, gen throughput (token/s): X, #queue-req: Q
+
+``X`` is the tokens generated since the previous such line over the wall time since then, so
+one decode step took ``B * A / X`` (A = 1 for a plain server) *if* nothing else ran in between.
+A line is kept (steady) only when the line before it in the same log was a decode line with the
+same batch size (no prefill forward, no finished or admitted request in the interval) and
+nothing was queued. ``N`` (KV tokens in use) is taken at the middle of the interval:
+``N - 20·B·A``.
+
+The steady steps are grouped by (mode, batch, context bucket) and the cost model
+(specbench/sim/costmodel.py) is fitted to the groups' median step times, on log time, each group
+weighted by its line count (every steady line counts once):
+
+1. the plain decode, from ``baseline.log``: the attention bandwidth, the per-request KV walk that
+   bounds it at small batch, the per-forward and per-request overheads;
+2. the speculative step, from ``eagle3*.log`` (K=3 verify + 3 draft steps) and
+   ``zero-step*.log`` (SGLang's steps-0 one-token verify + draft extend), with the plain-decode
+   numbers fixed: the verify kernel's ``verify_kappa`` and walk, and the speculative overheads.
+
+3. the prefill's interference at load, from the lines that are *not* steady: a decode line
+   with prefill lines before it covers 40 decode steps plus those prefill forwards, so
+   ``40 · B · A / X`` less 40 model decode steps is what the prefills cost in the real server.
+   ``o_prefill_ms`` (per prefill forward) is the median gap to the model's prefill cost over
+   the baseline's intervals at batch >= 4 (at batch 1 an interval also holds the client's idle gap;
+   EAGLE-3's are printed as a check, not fitted).
+
+Everything else (GEMM rooflines, memory, acceptance) comes from the profile given with
+``--profile``. The script prints the real and model step time per group and the fitted values;
+``--write`` puts them into a profile TOML (comments kept), ``--check`` exits 1 when a TOML's
+values drift from the fit or miss the step times by more than ``--tolerance``.
+
+    python3 benchmarks/gpu/fit_profile.py results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3 \\
+        --check specbench/sim/profiles/llama-3.1-8b-1xh200-triton.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import lzma
+import math
+import re
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specbench.sim.costmodel import Profile, decode_step, load_profile, prefill_step
+
+DECODE_RE = re.compile(
+    r"^\[[^\]]+\] Decode batch, #running-req: (?P<batch>\d+), #token: (?P<kv>\d+), "
+    r"token usage: [\d.]+, (?:accept len: (?P<accept>[\d.]+), accept rate: [\d.]+, )?"
+    r"cuda graph: \w+, gen throughput \(token/s\): (?P<tok_s>[\d.]+), #queue-req: (?P<queue>\d+)"
+)
+PREFILL_RE = re.compile(r"^\[[^\]]+\] Prefill batch")
+PREFILL_LINE_RE = re.compile(
+    r"^\[[^\]]+\] Prefill batch, #new-seq: (?P<seqs>\d+), #new-token: (?P<new>\d+), "
+    r"#cached-token: (?P<cached>\d+)"
+)
+LOG_INTERVAL_STEPS = 40  # SGLang's --decode-log-interval default
+SPEC_STEPS = 3  # the run's --speculative-num-steps (zero-step routes every batch to 0)
+MODES = ("baseline", "eagle3", "zero-step")
+# Context buckets (mean KV tokens per running request): lower edges.
+BUCKET_EDGES = (0, 1000, 2000, 3000, 4000, 6000, 8000, 12000)
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """One steady decode log line: the mean step over the 40 steps before it."""
+
+    mode: str
+    batch: int
+    kv_tokens: float  # at the middle of the interval
+    accept_length: float
+    step_ms: float
+    where: str  # file:line
+
+
+@dataclass(frozen=True)
+class StepGroup:
+    mode: str
+    batch: int
+    bucket: str
+    n_lines: int
+    kv_tokens: float  # mean over the group's lines
+    accept_length: float
+    step_ms: float  # median over the group's lines
+
+    @property
+    def context_tokens(self) -> float:
+        return self.kv_tokens / self.batch
+
+
+def mode_of(log: Path) -> str | None:
+    """``eagle3.2.log`` (an earlier start of the same server) counts as ``eagle3``."""
+    stem = log.name.split(".")[0]
+    return stem if stem in MODES else None
+
+
+def log_lines(path: Path) -> list[str]:
+    """A server log's lines; committed runs keep their logs xz-compressed (``*.log.xz``)."""
+    if path.suffix == ".xz":
+        with lzma.open(path, "rt", errors="replace") as handle:
+            return handle.read().splitlines()
+    return path.read_text(errors="replace").splitlines()
+
+
+def parse_decode_log(path: Path, mode: str) -> list[StepSample]:
+    samples: list[StepSample] = []
+    prev_batch: int | None = None  # batch of the previous line if it was a decode line
+    for lineno, line in enumerate(log_lines(path), 1):
+        m = DECODE_RE.match(line)
+        if m is None:
+            if PREFILL_RE.match(line):
+                prev_batch = None
+            continue
+        batch, tok_s = int(m["batch"]), float(m["tok_s"])
+        accept = float(m["accept"]) if m["accept"] else 1.0
+        steady = prev_batch == batch and int(m["queue"]) == 0 and tok_s > 0 and batch > 0
+        prev_batch = batch
+        if not steady:
+            continue
+        kv_mid = int(m["kv"]) - LOG_INTERVAL_STEPS / 2 * batch * accept
+        samples.append(
+            StepSample(
+                mode=mode,
+                batch=batch,
+                kv_tokens=max(kv_mid, float(batch)),
+                accept_length=accept,
+                step_ms=1e3 * batch * accept / tok_s,
+                where=f"{path.name}:{lineno}",
+            )
+        )
+    return samples
+
+
+@dataclass(frozen=True)
+class PrefillInterval:
+    """A decode log interval with prefill forwards in it: 40 decode steps plus the prefills."""
+
+    mode: str
+    batch: int  # mean of the batch sizes at the interval's two ends
+    kv_tokens: float
+    accept_length: float
+    interval_ms: float
+    prefills: tuple[tuple[int, int, int], ...]  # (new sequences, new tokens, cached tokens)
+
+
+def parse_prefill_intervals(path: Path, mode: str) -> list[PrefillInterval]:
+    out: list[PrefillInterval] = []
+    prev_batch: int | None = None
+    prefills: list[tuple[int, int, int]] = []
+    for line in log_lines(path):
+        m = DECODE_RE.match(line)
+        if m is None:
+            p = PREFILL_LINE_RE.match(line)
+            if p is not None:
+                prefills.append((int(p["seqs"]), int(p["new"]), int(p["cached"])))
+            continue
+        batch, tok_s = int(m["batch"]), float(m["tok_s"])
+        accept = float(m["accept"]) if m["accept"] else 1.0
+        if prev_batch is not None and prefills and tok_s > 0 and min(prev_batch, batch) > 0:
+            mean_batch = (prev_batch + batch) / 2
+            out.append(
+                PrefillInterval(
+                    mode=mode,
+                    batch=round(mean_batch),
+                    kv_tokens=int(m["kv"]) - LOG_INTERVAL_STEPS / 2 * batch * accept,
+                    accept_length=accept,
+                    interval_ms=1e3 * mean_batch * accept * LOG_INTERVAL_STEPS / tok_s,
+                    prefills=tuple(prefills),
+                )
+            )
+        prev_batch, prefills = batch, []
+    return out
+
+
+def model_prefills_ms(profile: Profile, iv: PrefillInterval) -> float:
+    """The interval's prefill forwards; each line's sequences as equal chunks."""
+    total = 0.0
+    for seqs, new, cached in iv.prefills:
+        chunks = [(max(1, new // seqs), cached // seqs)] * seqs
+        total += prefill_step(profile, chunks, speculative=iv.mode != "baseline").total_ms
+    return total
+
+
+def prefill_extra_ms(profile: Profile, iv: PrefillInterval) -> float:
+    """What the interval took beyond its 40 decode steps (model steps): the prefills' cost."""
+    step = decode_step(
+        profile,
+        iv.batch,
+        max(iv.kv_tokens, float(iv.batch)),
+        speculative=iv.mode != "baseline",
+        num_steps=SPEC_STEPS if iv.mode == "eagle3" else 0,
+        topk=1,
+    ).total_ms
+    return iv.interval_ms - LOG_INTERVAL_STEPS * step
+
+
+def fit_prefill_overhead(profile: Profile, intervals: Sequence[PrefillInterval]) -> Profile:
+    """The median over intervals of (real extra - model prefills) per prefill forward.
+
+    A median, because an interval that spans the pause between two load points holds idle time
+    that no prefill explains.
+    """
+    used = [iv for iv in intervals if iv.mode == "baseline" and iv.batch >= 4]
+    if not used:
+        return profile
+    no_fixed = with_values(profile, (PREFILL_PARAM,), (0.0,))
+    per_forward = [
+        (prefill_extra_ms(no_fixed, iv) - model_prefills_ms(no_fixed, iv)) / len(iv.prefills)
+        for iv in used
+    ]
+    return with_values(profile, (PREFILL_PARAM,), (max(0.0, statistics.median(per_forward)),))
+
+
+def print_prefill_table(profile: Profile, intervals: Sequence[PrefillInterval]) -> None:
+    print("\nprefill at load: per prefill forward, median over the intervals with prefills")
+    print(
+        f"{'mode':9s} {'B':>4s} {'intervals':>9s} {'prefills':>8s} {'new tok':>8s} "
+        f"{'real ms':>8s} {'model ms':>8s}"
+    )
+    buckets: dict[tuple[str, int], list[PrefillInterval]] = defaultdict(list)
+    levels = (1, 4, 16, 32, 64, 128)
+    for iv in intervals:
+        level = min(levels, key=lambda c: abs(math.log(c / iv.batch)))
+        buckets[(iv.mode, level)].append(iv)
+    order = {m: i for i, m in enumerate(MODES)}
+    for mode, level in sorted(buckets, key=lambda k: (order[k[0]], k[1])):
+        ivs = buckets[(mode, level)]
+        # Medians per prefill forward (idle pauses between load points make means useless).
+        real = statistics.median(prefill_extra_ms(profile, iv) / len(iv.prefills) for iv in ivs)
+        model = statistics.median(model_prefills_ms(profile, iv) / len(iv.prefills) for iv in ivs)
+        note = "  (idle client gaps)" if level == 1 else ""
+        print(
+            f"{mode:9s} {level:4d} {len(ivs):9d} {sum(len(iv.prefills) for iv in ivs):8d} "
+            f"{sum(n for iv in ivs for _, n, _ in iv.prefills):8d} {real:8.1f} {model:8.1f}"
+            f"{note}"
+        )
+
+
+def bucket_of(context_tokens: float) -> str:
+    lo = max(e for e in BUCKET_EDGES if e <= context_tokens)
+    higher = [e for e in BUCKET_EDGES if e > lo]
+    return f"{lo / 1000:g}-{higher[0] / 1000:g}k" if higher else f"{lo / 1000:g}k+"
+
+
+def group_samples(samples: Sequence[StepSample]) -> list[StepGroup]:
+    by_key: dict[tuple[str, int, str], list[StepSample]] = defaultdict(list)
+    for s in samples:
+        by_key[(s.mode, s.batch, bucket_of(s.kv_tokens / s.batch))].append(s)
+    groups = [
+        StepGroup(
+            mode=mode,
+            batch=batch,
+            bucket=bucket,
+            n_lines=len(v),
+            kv_tokens=statistics.fmean(s.kv_tokens for s in v),
+            accept_length=statistics.fmean(s.accept_length for s in v),
+            step_ms=statistics.median(s.step_ms for s in v),
+        )
+        for (mode, batch, bucket), v in by_key.items()
+    ]
+    order = {m: i for i, m in enumerate(MODES)}
+    return sorted(groups, key=lambda g: (order[g.mode], g.batch, g.context_tokens))
+
+
+def model_step_ms(profile: Profile, g: StepGroup) -> float:
+    cost = decode_step(
+        profile,
+        g.batch,
+        g.kv_tokens,
+        speculative=g.mode != "baseline",
+        num_steps=SPEC_STEPS if g.mode == "eagle3" else 0,
+        topk=1,
+    )
+    return cost.total_ms
+
+
+# ------------------------------------------------------------------ parameters and the fit
+@dataclass(frozen=True)
+class Param:
+    """A fitted number: where it lives in the profile (section, key) and its search range."""
+
+    section: str
+    key: str
+    lo: float
+    hi: float
+    # Sections that take the same value (the draft layer runs the target's kernels).
+    tied: tuple[str, ...] = ()
+
+
+DECODE_PARAMS = (
+    Param("target_attention", "bw_bytes_per_s", 0.5e12, 5.0e12, tied=("draft_attention",)),
+    Param("target_attention", "serial_ns_per_token_layer", 0.5, 100.0, tied=("draft_attention",)),
+    Param("overheads", "o_base_ms", 0.05, 2.0),
+)
+SPEC_PARAMS = (
+    Param("overheads", "verify_kappa", 1.0, 40.0),
+    Param(
+        "target_attention",
+        "verify_serial_ns_per_token_layer",
+        1.0,
+        500.0,
+        tied=("draft_attention",),
+    ),
+    Param("overheads", "o_spec_ms", 0.01, 5.0),
+    Param("overheads", "o_step_ms", 0.01, 2.0),
+)
+PREFILL_PARAM = Param("overheads", "o_prefill_ms", 0.0, 100.0)
+SECTION_ATTR = {
+    "target_attention": "target_attention",
+    "draft_attention": "draft_attention",
+    "overheads": "overheads",
+}
+
+
+def get_value(profile: Profile, p: Param) -> float:
+    return float(getattr(getattr(profile, SECTION_ATTR[p.section]), p.key))
+
+
+def with_values(profile: Profile, params: Sequence[Param], values: Sequence[float]) -> Profile:
+    changes: dict[str, dict[str, float]] = defaultdict(dict)
+    for p, v in zip(params, values, strict=True):
+        for section in (p.section, *p.tied):
+            changes[section][p.key] = float(v)
+    for section, kv in changes.items():
+        attr = SECTION_ATTR[section]
+        profile = dataclasses.replace(
+            profile, **{attr: dataclasses.replace(getattr(profile, attr), **kv)}
+        )
+    return profile
+
+
+def log_residuals(profile: Profile, groups: Sequence[StepGroup]) -> np.ndarray:
+    return np.array([math.log(model_step_ms(profile, g) / g.step_ms) for g in groups])
+
+
+def nelder_mead(
+    f: Callable[[np.ndarray], float], x0: np.ndarray, *, step: float = 0.3, iters: int = 4000
+) -> np.ndarray:
+    """Minimise f from x0 (a plain Nelder-Mead: the project does not depend on scipy)."""
+    n = len(x0)
+    simplex = [x0] + [x0 + step * np.eye(n)[i] for i in range(n)]
+    values = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = np.argsort(values)
+        simplex = [simplex[i] for i in order]
+        values = [values[i] for i in order]
+        if values[-1] - values[0] < 1e-12 and np.ptp(np.array(simplex), axis=0).max() < 1e-7:
+            break
+        centroid = np.mean(simplex[:-1], axis=0)
+        worst = simplex[-1]
+        reflected = centroid + (centroid - worst)
+        fr = f(reflected)
+        if fr < values[0]:
+            expanded = centroid + 2.0 * (centroid - worst)
+            fe = f(expanded)
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = centroid + 0.5 * (worst - centroid)
+            fc = f(contracted)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                best = simplex[0]
+                simplex = [best] + [best + 0.5 * (x - best) for x in simplex[1:]]
+                values = [values[0]] + [f(x) for x in simplex[1:]]
+    return simplex[int(np.argmin(values))]
+
+
+def fit(profile: Profile, params: Sequence[Param], groups: Sequence[StepGroup]) -> Profile:
+    """Least squares on log step time over `groups`, parameters searched in log space."""
+    weights = np.array([float(g.n_lines) for g in groups])
+    lo = np.log([p.lo for p in params])
+    hi = np.log([p.hi for p in params])
+
+    def loss(x: np.ndarray) -> float:
+        penalty = float(np.sum(np.clip(lo - x, 0, None) + np.clip(x - hi, 0, None)))
+        values = np.exp(np.clip(x, lo, hi))
+        res = log_residuals(with_values(profile, params, values), groups)
+        return float(np.sum(weights * res**2)) + 100.0 * penalty
+
+    x0 = np.log([min(max(get_value(profile, p), p.lo), p.hi) for p in params])
+    best = x0
+    for _ in range(3):  # restart from the optimum: Nelder-Mead can stall on a ridge
+        best = nelder_mead(loss, best)
+    return with_values(profile, params, np.exp(np.clip(best, lo, hi)))
+
+
+# ------------------------------------------------------------------------------- output
+def rounded(value: float) -> float:
+    """Three significant digits: the data do not support more."""
+    if value == 0:
+        return 0.0
+    return float(f"{value:.3g}")
+
+
+def print_table(profile: Profile, groups: Sequence[StepGroup], title: str) -> list[float]:
+    print(title)
+    print(
+        f"{'mode':9s} {'B':>4s} {'context':>8s} {'lines':>5s} {'ctx/req':>7s} {'accept':>6s} "
+        f"{'real ms':>8s} {'model ms':>8s} {'gap':>7s}"
+    )
+    errors = []
+    for g in groups:
+        model = model_step_ms(profile, g)
+        err = model / g.step_ms - 1.0
+        errors.append(err)
+        print(
+            f"{g.mode:9s} {g.batch:4d} {g.bucket:>8s} {g.n_lines:5d} {g.context_tokens:7.0f} "
+            f"{g.accept_length:6.2f} {g.step_ms:8.2f} {model:8.2f} {100 * err:+6.1f}%"
+        )
+    return errors
+
+
+def summarize(errors: Sequence[float], groups: Sequence[StepGroup], label: str) -> None:
+    lines = sum(g.n_lines for g in groups)
+    abs_err = sorted(abs(e) for e in errors)
+    print(
+        f"{label}: {len(groups)} groups from {lines} steady lines; |gap| median "
+        f"{100 * statistics.median(abs_err):.1f}%, max {100 * abs_err[-1]:.1f}%"
+    )
+
+
+def set_toml_value(text: str, section: str, key: str, value: float) -> str:
+    """Replace `key = ...` inside `[section]` of a TOML text, keeping its comment."""
+    head = re.search(rf"^\[{re.escape(section)}\]\s*$", text, flags=re.M)
+    if head is None:
+        raise SystemExit(f"no [{section}] table in the profile; add it before --write")
+    nxt = re.search(r"^\[", text[head.end() :], flags=re.M)
+    end = head.end() + (nxt.start() if nxt else len(text[head.end() :]))
+    body = text[head.end() : end]
+    pattern = re.compile(rf"^(?P<lhs>{re.escape(key)}\s*=\s*)(?P<val>[^\s#]+)", flags=re.M)
+    if pattern.search(body) is None:
+        raise SystemExit(f"no {key} in [{section}] of the profile; add it before --write")
+    old_width = len(pattern.search(body)["val"])  # type: ignore[index]
+    new = f"{value:g}".replace("e+", "e")
+    body = pattern.sub(lambda m: m["lhs"] + new.ljust(old_width), body, count=1)
+    return text[: head.end()] + body + text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path, help="a real run: RUN/servers/<mode>.log")
+    parser.add_argument(
+        "--profile",
+        default="llama-3.1-8b-1xh200-triton",
+        help="start values and the numbers not fitted (bundled name or TOML path)",
+    )
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--write", type=Path, help="write the fitted values into this profile TOML")
+    out.add_argument("--check", type=Path, help="exit 1 if this TOML drifts from the fit")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.15,
+        help="--check: largest step-time gap allowed for a group of >= 5 lines (default 0.15)",
+    )
+    args = parser.parse_args(argv)
+
+    servers = args.run_dir / "servers"
+    logs = sorted([*servers.glob("*.log"), *servers.glob("*.log.xz")])
+    samples: list[StepSample] = []
+    intervals: list[PrefillInterval] = []
+    for log in logs:
+        mode = mode_of(log)
+        if mode is not None:
+            samples += parse_decode_log(log, mode)
+            intervals += parse_prefill_intervals(log, mode)
+    if not samples:
+        print(f"no steady decode lines in {args.run_dir}/servers/*.log", file=sys.stderr)
+        return 2
+    groups = group_samples(samples)
+    decode_groups = [g for g in groups if g.mode == "baseline"]
+    spec_groups = [g for g in groups if g.mode != "baseline"]
+
+    start = load_profile(args.profile)
+    fitted = fit(start, DECODE_PARAMS, decode_groups)
+    fitted = fit(fitted, SPEC_PARAMS, spec_groups)
+    fitted = fit_prefill_overhead(fitted, intervals)
+    params = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM)
+    values = [rounded(get_value(fitted, p)) for p in params]
+    fitted = with_values(fitted, params, values)
+
+    errors = print_table(fitted, groups, "steady decode steps, SGLang's log vs the fitted model")
+    summarize(errors, groups, "all")
+    for mode in MODES:
+        idx = [i for i, g in enumerate(groups) if g.mode == mode]
+        if idx:
+            summarize([errors[i] for i in idx], [groups[i] for i in idx], f"  {mode}")
+    print_prefill_table(fitted, intervals)
+    print("\nfitted parameters (3 significant digits):")
+    for p, v in zip(params, values, strict=True):
+        tied = f"  (also [{', '.join(p.tied)}])" if p.tied else ""
+        print(f"  [{p.section}] {p.key} = {v:g}{tied}")
+
+    if args.write:
+        text = args.write.read_text()
+        for p, v in zip(params, values, strict=True):
+            for section in (p.section, *p.tied):
+                text = set_toml_value(text, section, p.key, v)
+        args.write.write_text(text)
+        print(f"\nwrote {args.write}")
+    if args.check:
+        return check(args.check, params, values, groups, args.tolerance)
+    return 0
+
+
+def check(
+    path: Path,
+    params: Sequence[Param],
+    values: Sequence[float],
+    groups: Sequence[StepGroup],
+    tolerance: float,
+) -> int:
+    """The TOML holds the fit (within 5 %) and meets the step times within `tolerance`."""
+    profile = load_profile(str(path))
+    problems = []
+    for p, v in zip(params, values, strict=True):
+        have = get_value(profile, p)
+        if abs(have / v - 1.0) > 0.05:
+            problems.append(f"[{p.section}] {p.key} = {have:g}, the fit gives {v:g}")
+    for g in groups:
+        err = model_step_ms(profile, g) / g.step_ms - 1.0
+        if g.n_lines >= 5 and abs(err) > tolerance:
+            problems.append(
+                f"{g.mode} B={g.batch} {g.bucket}: model {100 * err:+.1f}% off the real step"
+            )
+    print(f"\ncheck {path}: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
+    for line in problems:
+        print(f"  {line}")
+    if problems:
+        print("  re-fit with --write, or fix the profile by hand")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
