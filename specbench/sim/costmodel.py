@@ -166,6 +166,11 @@ class Overheads:
     # Per extend (prefill) forward on top of o_base_ms: the scheduler's merge of the new requests
     # into the running batch and the prefill's launches outside the decode's CUDA graph.
     o_prefill_ms: float = 0.0
+    # Per extend forward of a speculative server, per request already decoding: measured on
+    # SGLang 0.5.17 + Triton, where EAGLE-3's prefill forwards cost ~1.5 ms more per running
+    # request than the plain server's at B >= 32 (benchmarks/gpu/fit_profile.py, step 3). Off
+    # in every bundled profile until the simulator batches arrivals into prefills as SGLang does.
+    o_spec_prefill_per_running_req_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,12 @@ class Workload:
     alpha_min: float
     alpha_max: float
     rules: tuple[AcceptanceRule, ...] = ()
+    # How the served model counts prompt tokens (workload.py): characters per token of the
+    # simulator's rendering, and whether its chat template renders the request's tool schemas.
+    # The defaults are the simulator's generic count (4, tools rendered); a profile fitted to a
+    # real server sets them from the prompt_tokens that server reported.
+    prompt_chars_per_token: float = 4.0
+    prompt_renders_tools: bool = True
 
 
 @dataclass(frozen=True)
@@ -320,8 +331,11 @@ def decode_step(
     return StepCost(sum(parts.values()), parts)
 
 
-def prefill_step(profile: Profile, chunks: list[tuple[int, int]], *, speculative: bool) -> StepCost:
-    """One extend (prefill) forward over `chunks` of (new tokens, tokens already cached)."""
+def prefill_step(
+    profile: Profile, chunks: list[tuple[int, int]], *, speculative: bool, running: int = 0
+) -> StepCost:
+    """One extend (prefill) forward over `chunks` of (new tokens, tokens already cached),
+    with `running` requests decoding beside it (they wait for it)."""
     n_new = sum(n for n, _ in chunks)
     if n_new <= 0:
         return StepCost(0.0, {})
@@ -338,6 +352,9 @@ def prefill_step(profile: Profile, chunks: list[tuple[int, int]], *, speculative
         parts["draft_extend"] = profile.draft_linear.time_ms(n_new) + sum(
             da.prefill_ms(n, prefix) for n, prefix in chunks
         )
+        per_running_ms = profile.overheads.o_spec_prefill_per_running_req_ms
+        if per_running_ms and running > 0:
+            parts["spec_running"] = per_running_ms * running
     return StepCost(sum(parts.values()), parts)
 
 

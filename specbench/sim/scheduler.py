@@ -274,7 +274,9 @@ class Scheduler(kvpool.PoolAccounting):
             self.prefilling.append(req)
             take(req)
             new_cached += req.cached_tokens
-        cost = prefill_step(self.profile, cost_chunks, speculative=self.speculative)
+        cost = prefill_step(
+            self.profile, cost_chunks, speculative=self.speculative, running=len(self.decoding)
+        )
         self._last_was_decode = False
         return _Forward(
             "prefill",

@@ -5,7 +5,11 @@ must produce the same output for the same prompt. The simulator gets that for fr
 everything about a request from a seeded hash of its rendered prompt text:
 
 * prompt tokens = ceil(characters / 4) of a deterministic rendering of messages and tools
-  (no tokenizer offline; 4 characters per token is the usual English/JSON ratio);
+  (no tokenizer offline; 4 characters per token is the usual English/JSON ratio). A profile
+  fitted to a real server can count as that server did instead: ``[workload]
+  prompt_chars_per_token`` (its tokenizer's characters per token on this rendering) and
+  ``prompt_renders_tools = false`` (a chat template that drops the tool schemas: they are
+  rendered, hashed and cached as before, but not counted);
 * the natural output length (where the model would stop on its own) is log-normal around a
   per-workload mean, so identical prompts stop at identical lengths in every mode;
 * the per-token acceptance probability alpha of the draft head is drawn around a mean picked
@@ -28,6 +32,7 @@ from typing import Any
 from specbench.sim.costmodel import Workload
 
 CHARS_PER_TOKEN = 4
+TOOLS_HEADER = "<|tools|>\n"  # render_chat's first line when a request carries tools
 _NORMAL = NormalDist()
 
 # Filler vocabulary: code-ish pieces so that streamed text looks plausible in logs.
@@ -111,8 +116,9 @@ def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
     """A deterministic text rendering of a chat request (stands in for the chat template)."""
     parts: list[str] = []
     if tools:
+        # One line: compact JSON escapes newlines, so the block ends at the next "\n".
         parts.append(
-            "<|tools|>\n" + json.dumps(tools, sort_keys=True, separators=(",", ":")) + "\n"
+            TOOLS_HEADER + json.dumps(tools, sort_keys=True, separators=(",", ":")) + "\n"
         )
     for message in messages:
         role = str(message.get("role", "user"))
@@ -137,8 +143,16 @@ def is_agentic(messages: list[dict[str, Any]], tools: list[Any] | None) -> bool:
     return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
 
 
-def count_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
+def count_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
+    return max(1, math.ceil(len(text) / chars_per_token))
+
+
+def without_tools(text: str) -> str:
+    """`render_chat`'s text less its tool-schema block (what a template without tools sees)."""
+    if not text.startswith(TOOLS_HEADER):
+        return text
+    end = text.find("\n", len(TOOLS_HEADER))
+    return text[end + 1 :] if end >= 0 else ""
 
 
 @dataclass(frozen=True)
@@ -167,6 +181,13 @@ class TraitModel:
             )
             for rule in workload.rules
         ]
+
+    def count_prompt_tokens(self, text: str, *, agentic: bool) -> int:
+        """Prompt tokens of a rendered prompt, counted the way the profile's server counts."""
+        w = self.workload
+        if not w.prompt_renders_tools and agentic:
+            text = without_tools(text)
+        return count_tokens(text, w.prompt_chars_per_token)
 
     def traits(
         self, text: str, *, agentic: bool, prompt_tokens: int | None = None
@@ -199,7 +220,11 @@ class TraitModel:
         alpha = mean_alpha + w.alpha_jitter_sd * _NORMAL.inv_cdf(u_alpha)
         alpha = min(w.alpha_max, max(w.alpha_min, alpha))
         return RequestTraits(
-            prompt_tokens=prompt_tokens if prompt_tokens is not None else count_tokens(text),
+            prompt_tokens=(
+                prompt_tokens
+                if prompt_tokens is not None
+                else self.count_prompt_tokens(text, agentic=agentic)
+            ),
             natural_output_tokens=natural_tokens,
             alpha=alpha,
             category=category,

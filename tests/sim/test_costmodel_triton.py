@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from specbench.sim.costmodel import Profile, decode_step, load_profile, predict_output_tok_s
+from specbench.sim.costmodel import (
+    Profile,
+    decode_step,
+    load_profile,
+    predict_output_tok_s,
+    prefill_step,
+)
 
 PROFILE = "llama-3.1-8b-1xh200-triton"
 # Median steady step times from the real run's "Decode batch" lines (fit_profile.py's table):
@@ -82,3 +88,60 @@ def test_eagle3_stops_scaling_past_32_users_and_the_baseline_does_not(profile) -
     assert tok_s(128, True) / tok_s(32, True) < 1.2
     assert tok_s(128, False) / tok_s(32, False) > 1.8
     assert tok_s(1, True) > 1.2 * tok_s(1, False)  # still ahead for one user
+
+
+def test_eagle3_prefill_pays_per_running_request_and_the_baseline_does_not(profile) -> None:
+    # Real, per prefill forward at load: EAGLE-3 ~233 ms at B=64 and ~336 at B=128, the plain
+    # server ~35 at both (fit_profile.py's prefill table).
+    # fit_profile.py measures 1.31 ms per forward per running request; the profile keeps 0.
+    import dataclasses
+
+    assert profile.overheads.o_spec_prefill_per_running_req_ms == 0.0
+    measured = dataclasses.replace(
+        profile,
+        overheads=dataclasses.replace(profile.overheads, o_spec_prefill_per_running_req_ms=1.31),
+    )
+    chunks = [(1000, 0), (1000, 0)]
+    spec_idle = prefill_step(measured, chunks, speculative=True, running=0).total_ms
+    spec_busy = prefill_step(measured, chunks, speculative=True, running=128).total_ms
+    assert spec_busy - spec_idle == pytest.approx(128 * 1.31)
+    plain = [
+        prefill_step(measured, chunks, speculative=False, running=r).total_ms for r in (0, 128)
+    ]
+    assert plain[0] == plain[1]
+    default = load_profile("llama-3.1-8b-1xh200")
+    d = [prefill_step(default, chunks, speculative=True, running=r).total_ms for r in (0, 128)]
+    assert d[0] == d[1]  # off by default
+
+
+def test_prompt_tokens_are_counted_like_the_real_server(profile) -> None:
+    # The real run's per-request prompt_tokens (its tokenizer, a plain template without tools)
+    # against the simulator's count of the same requests, per set.
+    from pathlib import Path
+
+    import pandas as pd
+
+    from specbench.prompts import load_prompt_set
+    from specbench.sim.workload import TraitModel, is_agentic, render_chat
+
+    run = Path(__file__).parents[2] / "results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3"
+    rows = pd.concat(
+        pd.read_parquet(f, columns=["prompt_id", "prompt_tokens"])
+        for f in sorted(run.glob("points/*/*/*.parquet"))
+    ).dropna()
+    traits = TraitModel(profile.workload, seed=0)
+    generic = TraitModel(load_profile("llama-3.1-8b-1xh200").workload, seed=0)
+    for name in ("agentic", "coding"):
+        requests = {r.id: r for r in load_prompt_set(name).requests}
+        real, sim, old = [], [], []
+        for pid, tokens in zip(rows["prompt_id"], rows["prompt_tokens"], strict=True):
+            if pid in requests:
+                r = requests[pid]
+                messages, tools = [dict(m) for m in r.messages], list(r.tools or []) or None
+                text, agentic = render_chat(messages, tools), is_agentic(messages, tools)
+                real.append(int(tokens))
+                sim.append(traits.traits(text, agentic=agentic).prompt_tokens)
+                old.append(generic.traits(text, agentic=agentic).prompt_tokens)
+        assert sum(sim) / sum(real) == pytest.approx(1.0, abs=0.05), name  # +0.4 %, -2.3 %
+        if name == "agentic":
+            assert sum(old) / sum(real) > 1.3  # characters / 4 with the tool schemas: 1.36

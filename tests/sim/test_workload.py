@@ -131,3 +131,22 @@ def test_filler_json_is_the_escaped_filler_text(start: int, stop: int) -> None:
 
     for seed in (1, 99_999, 2**61 + 7):
         assert json.loads(filler_json(seed, start, stop)) == filler_text(seed, start, stop)
+
+
+def test_a_profile_can_count_prompt_tokens_without_the_tool_schemas() -> None:
+    import dataclasses
+
+    from specbench.sim.workload import without_tools
+
+    messages = [{"role": "user", "content": "x" * 400}]
+    tools = [{"type": "function", "function": {"name": "f", "description": "y\n" * 300}}]
+    text = render_chat(messages, tools)
+    assert without_tools(text) == render_chat(messages, None)
+    default = load_profile().workload
+    generic = TraitModel(default, seed=0)
+    assert generic.traits(text, agentic=True).prompt_tokens == count_tokens(text)
+    plain = dataclasses.replace(default, prompt_chars_per_token=2.0, prompt_renders_tools=False)
+    counted = TraitModel(plain, seed=0).traits(text, agentic=True)
+    assert counted.prompt_tokens == -(-len(render_chat(messages, None)) // 2)
+    # Only the count changes: the same prompt keeps its output length and acceptance.
+    assert counted.alpha == generic.traits(text, agentic=True).alpha
