@@ -181,6 +181,11 @@ class LoadConfig(_Section):
         0.01, "fraction of requests in the window that may fail", ge=0, le=1
     )
     api_key: str | None = _secret("bearer token for the server", "--api-key", "SPECBENCH_API_KEY")
+    # One event loop per client process (load/procs.py); 0 picks one per 64 users, at most
+    # half the cores.
+    client_procs: int = option(
+        1, "client processes per point (0: automatic)", cli="--client-procs", ge=0
+    )
     # Test knob: CPU burnt per network read in the client, to plant a slow client.
     planted_read_delay_us: float = option(
         0.0, "test knob: client CPU burnt per read", cli="--planted-read-delay-us", hidden=True

@@ -35,6 +35,7 @@ from specbench.load.runner import LiveView
 
 _LOG_LINE_CHARS = 70
 _TAIL_BYTES = 4096
+_REDRAWS_PER_S = 2.0
 
 
 def last_log_line(path: Path | None) -> str:
@@ -130,6 +131,9 @@ class SweepProgress:
             _EtaColumn(self),
             console=console,
             transient=False,
+            # Rich redraws from a thread in the client's process: at its default 10 Hz the
+            # line cost the client more CPU than a 250-user point's streams (issue 23).
+            refresh_per_second=_REDRAWS_PER_S,
         )
         self._task: TaskID = self._progress.add_task("sweep", total=total)
 

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import math
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server, make_engine
 from specbench.engines.base import server_log
 from specbench.errors import ConfigError, UserError
-from specbench.load import protocols, runner
+from specbench.load import procs, protocols, runner
 from specbench.plan import levels_for, point_estimate_s
 from specbench.progress import SweepProgress
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
@@ -123,10 +124,13 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
         task.cancel()
 
 
-def run_load(spec: runner.PointSpec) -> runner.PointResult:
-    """One point's load on its own event loop; a signal during it is raised after the loop."""
+def run_load(spec: runner.PointSpec, client_procs: int = 1) -> runner.PointResult:
+    """One point's load on its own event loop(s); a signal during it is raised after them.
+    `client_procs` 0: one process per 64 users, at most half the cores."""
+    if client_procs == 0:
+        client_procs = procs.auto_procs(spec.concurrency, os.cpu_count() or 1)
     try:
-        result = asyncio.run(runner.run_point(spec))
+        result = procs.run_point_procs(spec, client_procs)
     except asyncio.CancelledError:
         if _interrupts:
             raise _interrupts.pop() from None
@@ -475,7 +479,7 @@ class Sweep:
                     f"[yellow]warning:[/] {key.label}: the cache was not flushed ({flush.detail})"
                 )
             spec = dataclasses.replace(self._point_spec(key, server), live=live)
-            result = run_load(spec)
+            result = run_load(spec, self.cfg.load.client_procs)
             if not result.server_gone and server.alive():
                 record = PointRecord(
                     status="ok",

@@ -33,11 +33,13 @@ from __future__ import annotations
 import asyncio
 import resource
 import time
+from typing import Protocol
 
 import aiohttp
 import numpy as np
 
 from specbench.errors import UserError
+from specbench.load import http1
 from specbench.load.prometheus import GAUGES, GEN_TOKENS, MetricsSnapshot, parse_prometheus
 from specbench.load.protocols import ParsedStream, get_protocol
 from specbench.load.records import LiveView, PointResult, PointSpec, RequestRecord
@@ -52,22 +54,10 @@ _GAUGE_MIN_INTERVAL_S = 0.05
 # A user whose connection was refused waits this long before trying again: the server cannot
 # take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
 _CONNECT_BACKOFF_S = 0.1
-_LIVE_INTERVAL_S = 0.25
+_LIVE_INTERVAL_S = 0.5  # the display redraws twice a second (progress.py)
 _SCRAPE_TIMEOUT_S = 10.0
 _FD_HEADROOM = 64
 _DETAIL_CHARS = 200
-
-
-# asyncio's socket transport reads with recv(256 KiB). Above glibc's mmap threshold (128 KiB)
-# every read then costs mmap + mremap + munmap and a page fault, more than the rest of the hot
-# path (benchmarks/README.md); stream chunks are far smaller, so reads of 64 KiB lose nothing.
-_READ_SIZE = 64 * 1024
-
-
-def _cap_read_size(resp: aiohttp.ClientResponse) -> None:
-    transport = resp.connection.transport if resp.connection is not None else None
-    if transport is not None and getattr(transport, "max_size", 0) > _READ_SIZE:
-        transport.max_size = _READ_SIZE  # type: ignore[attr-defined]
 
 
 class LoadError(UserError, ValueError):
@@ -140,20 +130,38 @@ def _percentiles_ms(samples: list[float]) -> dict[str, float]:
             "max": float(arr.max())}
 
 
+class Gate(Protocol):
+    """What a point run by one of several client processes asks its coordinator (procs.py)."""
+
+    def take_id(self) -> int: ...
+    async def open(self, point: _Point) -> None: ...
+    def finished(self) -> None: ...
+    def gone(self) -> None: ...
+    async def released(self) -> None: ...
+
+
 class _Point:
     """State of one running point; methods run on one event loop, so no locks are needed."""
 
-    def __init__(self, spec: PointSpec, session: aiohttp.ClientSession) -> None:
+    def __init__(self, spec: PointSpec, session: aiohttp.ClientSession,
+                 gate: Gate | None = None) -> None:
         self.spec = spec
+        # With several client processes (procs.py) the gate says when the window opens and
+        # closes, hands out request ids and numbers this process's users.
+        self.gate = gate
+        self.user_offset = 0
         self.session = session
         self.protocol = get_protocol(spec.protocol)
-        self.url = spec.base_url.rstrip("/") + self.protocol.path
         self.headers = {"Content-Type": "application/json"}
         if spec.api_key:
             self.headers["Authorization"] = f"Bearer {spec.api_key}"
-        # Bodies are encoded once; the hot path sends ready bytes.
-        self.bodies = [self.protocol.encode(r, spec.model, spec.temperature, spec.body)
-                       for r in spec.requests]
+        # Requests are encoded once (head and body); the hot path sends ready bytes.
+        self.endpoint = http1.Endpoint(spec.base_url, self.protocol.path, self.headers)
+        self.requests = [
+            self.endpoint.request(self.protocol.encode(r, spec.model, spec.temperature, spec.body))
+            for r in spec.requests]
+        self.conns: list[http1.Connection | None] = [None] * spec.concurrency
+        self.read_delay_s = spec.planted_read_delay_us / 1e6
         self.cursor = 0
         self.in_flight = 0
         self.warm = False
@@ -181,10 +189,10 @@ class _Point:
         self.first_scrape: MetricsSnapshot | None = None
 
     # -- window edges -------------------------------------------------------------------
-    def open_window(self, forced: bool = False) -> None:
+    def open_window(self, forced: bool = False, at: float | None = None) -> None:
         if self.window_start is not None or self.closing.is_set():
             return
-        self.window_start = time.monotonic()
+        self.window_start = time.monotonic() if at is None else at
         self.cpu_start = time.process_time()
         self.window_forced_open = forced
         self.opened.set()
@@ -192,10 +200,10 @@ class _Point:
         # loop.time() is time.monotonic(), so the deadline is exact on the same clock.
         loop.call_at(self.window_start + self.spec.window_s, self.close, "window_s")
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, at: float | None = None) -> None:
         if self.closing.is_set():
             return
-        now = time.monotonic()
+        now = time.monotonic() if at is None else at
         if self.window_start is None:  # ended before the window could open
             self.window_start = now
             self.cpu_start = time.process_time()
@@ -206,10 +214,13 @@ class _Point:
 
     # -- users --------------------------------------------------------------------------
     async def user(self, user: int) -> None:
-        n_prompts = len(self.bodies)
+        n_prompts = len(self.requests)
         while not self.closing.is_set():
-            request_id = self.cursor
-            self.cursor += 1
+            if self.gate is None:
+                request_id = self.cursor
+                self.cursor += 1
+            else:
+                request_id = self.gate.take_id()
             flight = _Flight(request_id, user, request_id % n_prompts)
             self.current[user] = flight
             await self.send(flight)
@@ -220,46 +231,45 @@ class _Point:
 
     async def send(self, flight: _Flight) -> None:
         self.in_flight += 1
-        if self.warm and self.in_flight == self.spec.concurrency and self.window_start is None:
+        if (self.warm and self.in_flight == self.spec.concurrency and self.window_start is None
+                and self.gate is None):
             self.open_window()
         flight.t_send = time.monotonic()
+        response = http1.Response(asyncio.get_running_loop().create_future())
+        flight.times, flight.reads = response.times, response.pieces
+        conn = self.conns[flight.user]
         try:
-            async with self.session.post(self.url, data=self.bodies[flight.prompt_index],
-                                         headers=self.headers) as resp:
-                self.server_seen = True
-                flight.http_status = resp.status
-                _cap_read_size(resp)
-                if resp.status != 200:
-                    body = await resp.content.read(_DETAIL_CHARS)
-                    flight.error_class = "http_status"
-                    flight.error_detail = f"HTTP {resp.status}: " + body.decode("utf-8", "replace")
-                    return
-                content = resp.content
-                add_t = flight.times.append
-                add_r = flight.reads.append
-                clock = time.monotonic
-                delay_s = self.spec.planted_read_delay_us / 1e6
-                while True:
-                    data = await content.readany()
-                    if not data:
-                        break
-                    add_t(clock())
-                    add_r(data)
-                    if delay_s:
-                        _burn_cpu(delay_s)
+            async with asyncio.timeout(self.spec.request_timeout_s):
+                if conn is None or not conn.reusable or conn.transport is None \
+                        or conn.transport.is_closing():
+                    async with asyncio.timeout(min(self.spec.request_timeout_s, 30.0)):
+                        conn = await http1.connect(self.endpoint, self.read_delay_s)
+                    self.conns[flight.user] = conn
+                conn.start(self.requests[flight.prompt_index], response)
+                await response.done
+            flight.http_status = response.status
+            if response.status != 200:
+                body = b"".join(response.pieces)[:_DETAIL_CHARS]
+                flight.error_class = "http_status"
+                flight.error_detail = (f"HTTP {response.status}: "
+                                       + body.decode("utf-8", "replace"))
         except asyncio.CancelledError:
             flight.status = "cancelled"
+            if conn is not None:
+                conn.abort()
             raise
         except TimeoutError:
             flight.error_class = "timeout"
             flight.error_detail = f"no complete response within {self.spec.request_timeout_s:g} s"
-        except aiohttp.ClientConnectorError as exc:
+            if conn is not None:
+                conn.abort()
+        except http1.ConnectFailed as exc:
             flight.error_class = "server_gone" if self.server_seen else "connect"
             flight.error_detail = str(exc)[:_DETAIL_CHARS]
-        except aiohttp.ClientPayloadError as exc:
+        except http1.Truncated as exc:
             flight.error_class = "stream_truncated"
             flight.error_detail = str(exc)[:_DETAIL_CHARS]
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        except (http1.Disconnected, OSError) as exc:
             flight.error_class = "server_gone"
             flight.error_detail = str(exc)[:_DETAIL_CHARS] or type(exc).__name__
         except Exception as exc:  # never let one bad response end the point
@@ -267,6 +277,9 @@ class _Point:
             flight.error_detail = f"{type(exc).__name__}: {exc}"[:_DETAIL_CHARS]
         finally:
             flight.t_end = time.monotonic()
+            if response.status:
+                self.server_seen = True
+                flight.http_status = response.status
             self.in_flight -= 1
 
     def finish(self, flight: _Flight) -> None:
@@ -281,6 +294,9 @@ class _Point:
             self.kept.append(flight)
             if flight.ended_cleanly():
                 self.finished_in_window += 1
+                if self.gate is not None:
+                    self.gate.finished()
+                    return
                 limit = self.spec.window_max_requests
                 if limit is not None and self.finished_in_window >= limit:
                     self.close("window_max_requests")
@@ -296,6 +312,8 @@ class _Point:
             elif flight.t_end - self.dead_since >= self.spec.dead_server_s:
                 self.server_gone = True
                 self.close("server_gone")
+                if self.gate is not None:
+                    self.gate.gone()
         elif cls in (None, "http_status", "malformed_chunk"):
             self.dead_since = None  # the server answered
 
@@ -375,7 +393,9 @@ class _Point:
             else:
                 await _wait_any([self.warm_enough, self.closing], None)
             self.warm = True
-            if self.in_flight == spec.concurrency:
+            if self.gate is not None:
+                await self.gate.open(self)
+            elif self.in_flight == spec.concurrency:
                 self.open_window()
             # Users idle only between requests, so the window normally opens at once; when
             # failures keep some idle (backoff), it opens anyway after a grace period.
@@ -386,6 +406,8 @@ class _Point:
                 before = self.first_scrape = await self.scrape()
                 sampler = asyncio.create_task(self.sample_gauges())
             await self.closing.wait()
+            if self.gate is not None:  # the coordinator's last scrape comes first
+                await self.gate.released()
             # The last scrape comes before the cancellation, so that the server's counters
             # stop where the window does (an aborted request's tokens count when it ends).
             if sampler is not None:
@@ -402,6 +424,10 @@ class _Point:
                     spec.live.window_elapsed_s = self.window_end - self.window_start
             # Requests still running were cancelled; their tokens inside the window count.
             self.kept.extend(f for f in self.current if f is not None)
+            for conn in self.conns:
+                if conn is not None and conn.transport is not None:
+                    conn.transport.close()
+            await asyncio.sleep(0)  # let the transports close their sockets
         return before, after
 
     def records(self) -> list[RequestRecord]:
@@ -433,7 +459,7 @@ class _Point:
             error_class = error_detail = None
         return RequestRecord(
             request_id=flight.request_id,
-            user=flight.user,
+            user=flight.user + self.user_offset,
             prompt_id=request.id,
             category=request.category,
             max_tokens=request.max_tokens,
@@ -456,13 +482,6 @@ class _Point:
         )
 
 
-def _burn_cpu(seconds: float) -> None:
-    """Busy-wait (not sleep): a planted slow client must cost CPU like a slow parser would."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 async def _wait_any(events: list[asyncio.Event], timeout_s: float | None) -> None:
     """Return when one of the events is set or after timeout_s, whichever comes first."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
@@ -482,16 +501,20 @@ def _whole_events(reads: list[bytes], times: list[float]) -> tuple[list[bytes], 
     return [], []
 
 
-async def run_point(spec: PointSpec) -> PointResult:
+async def run_point(spec: PointSpec, gate: Gate | None = None, user_offset: int = 0
+                    ) -> PointResult:
     """Measure one point; see the module docstring for the timeline. Never raises on a bad
-    response; raises :class:`LoadError` only for a spec that cannot be run."""
+    response; raises :class:`LoadError` only for a spec that cannot be run. `gate` and
+    `user_offset`: this process runs users from `user_offset` on of a point split over several
+    processes (:mod:`specbench.load.procs`)."""
     _validate(spec)
     raise_fd_limit(spec.concurrency)
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
     timeout = aiohttp.ClientTimeout(total=spec.request_timeout_s,
                                     sock_connect=min(spec.request_timeout_s, 30.0))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        point = _Point(spec, session)
+        point = _Point(spec, session, gate)
+        point.user_offset = user_offset
         before, after = await point.run()
     assert point.window_start is not None and point.window_end is not None
     # Parsing happens here, after the window, so it never competes with the measurement.
