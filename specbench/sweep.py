@@ -480,7 +480,18 @@ class Sweep:
                 )
             spec = dataclasses.replace(self._point_spec(key, server), live=live)
             result = run_load(spec, self.cfg.load.client_procs)
-            if not result.server_gone and server.alive():
+            alive = not result.server_gone and server.alive()
+            said = failed_requests(result) if alive else None
+            if said is not None:
+                message = f"{key.label}: {said}"
+                self._set_point(key, PointRecord(status="failed", attempts=attempts,
+                                                 error=message, errors=[*errors, message]))
+                where = f"its log {server.log_path}" if server.log_path else server.base_url
+                raise SweepError(
+                    f"{message}; fix the {key.mode} server ({where}), then continue with: "
+                    f"specbench sweep --resume {self.run_dir}"
+                )
+            if alive:
                 record = PointRecord(
                     status="ok",
                     attempts=attempts,
@@ -539,6 +550,51 @@ class Sweep:
         """Record a point's outcome (a parallel worker sends it to the manifest's owner)."""
         self.manifest.points[key.label] = record
         self.manifest.save(self.run_dir)
+
+
+# How much of the server's answer the one-line error quotes.
+_SAID_CHARS = 120
+# Failures that are the server's answer. A timeout is the client's limit (--request-timeout-s)
+# and a refused or reset connection is the dead-server path (restart, or stop): a point that
+# has only those is kept, flagged error_budget.
+_ANSWERED = ("http_status", "malformed_chunk", "server_error", "stream_truncated")
+
+
+def failed_requests(result: runner.PointResult) -> str | None:
+    """What the server said when every request of a point failed; None when any succeeded.
+
+    A point whose requests all failed measures nothing (0 tok/s is not the server's speed), so
+    the sweep stops that configuration instead of recording it. Success is a request that
+    ended "ok": requests cut by the window's end do not count either way (a stream that breaks
+    halfway looks healthy until then). Failed: none succeeded and the server answered some
+    with a failure (`_ANSWERED`), or none was sent in the window (every user backing off) after
+    a warmup where all failed. The quote is the most common answered failure: its HTTP status
+    and the start of the server's error body, or the parser's reason for a stream that is not
+    what SGLang sends.
+    """
+    records = result.records
+    if any(r.status == "ok" for r in records):
+        return None
+    errors = [r for r in records if r.status == "error" and r.error_class in _ANSWERED]
+    if not records:
+        if result.warmup_records and result.warmup_errors == result.warmup_records:
+            return (f"all {result.warmup_records} requests of the warmup failed and none was "
+                    "sent in the window")
+        return None
+    if not errors:
+        return None
+    classes = [str(r.error_class) for r in errors]
+    worst = max(sorted(set(classes)), key=classes.count)
+    first = next(r for r in errors if r.error_class == worst)
+    detail = " ".join((first.error_detail or "").split())
+    if detail.startswith("HTTP ") and ": " in detail:
+        head, body = detail.split(": ", 1)
+        quote = f"{head}: {body[:_SAID_CHARS]}"
+    else:
+        quote = f"{worst}: {detail[:_SAID_CHARS]}" if detail else worst
+    n = sum(r.status == "error" for r in records)
+    return (f"all {n} requests in the window failed ({worst}), so the point is not a "
+            f"measurement; the server said {quote}")
 
 
 def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> None:

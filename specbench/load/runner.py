@@ -19,8 +19,11 @@ arrival time). Streams are parsed by :mod:`specbench.load.protocols` after the p
 outside the measured window: benchmarks/README.md has the numbers that chose this.
 
 The runner never raises on a bad response. Each failure is classified (see
-``protocols.ERROR_CLASSES``) and counted, and the users keep going. When for ``dead_server_s``
-nothing but connection failures came back, the server is gone: the point ends early with
+``protocols.ERROR_CLASSES``) and counted, and the users keep going, but not in a tight loop: a
+user whose request failed waits before its next one, 0.1 s doubling to 2 s with jitter, and
+a request that succeeds resets the wait (README, Errors). A server answering 500 at once would
+otherwise get thousands of requests a second per user. When for ``dead_server_s`` nothing but
+connection failures came back, the server is gone: the point ends early with
 ``server_gone=True`` so the caller can stop the sweep instead of spinning.
 
 The runner also watches itself: client CPU time over the window and the event-loop lag (how
@@ -31,6 +34,7 @@ flagged (:mod:`specbench.metrics`).
 from __future__ import annotations
 
 import asyncio
+import random
 import resource
 import time
 from typing import Protocol
@@ -54,6 +58,14 @@ _GAUGE_MIN_INTERVAL_S = 0.05
 # A user whose connection was refused waits this long before trying again: the server cannot
 # take requests anyway, and 1000 users retrying in a tight loop would only burn the CPU.
 _CONNECT_BACKOFF_S = 0.1
+# A user whose request failed otherwise (an HTTP error status, a timeout, a stream cut short)
+# waits FAILURE_BACKOFF_S, doubled after each further failure up to FAILURE_BACKOFF_MAX_S, and
+# "equal jitter" (half of it fixed, half random) so users that failed together do not come back
+# together. SGLang answers 503/429 when it is overloaded and 500 on errors, often at once: the
+# doubling gives a loaded server room and keeps a broken one under one request per user per
+# second after the first few seconds. One success resets the wait.
+FAILURE_BACKOFF_S = 0.1
+FAILURE_BACKOFF_MAX_S = 2.0
 _LIVE_INTERVAL_S = 0.5  # the display redraws twice a second (progress.py)
 _SCRAPE_TIMEOUT_S = 10.0
 _FD_HEADROOM = 64
@@ -89,6 +101,12 @@ class _Flight:
             return False
         tail = self.reads[-1] if len(self.reads[-1]) >= 16 else b"".join(self.reads[-2:])
         return tail.rstrip().endswith(b"[DONE]")
+
+
+def failure_backoff_s(failures: int, rng: random.Random) -> float:
+    """The wait after a user's `failures`-th failed request in a row (see FAILURE_BACKOFF_S)."""
+    full = min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2.0 ** min(failures - 1, 30))
+    return full / 2 + rng.uniform(0.0, full / 2)
 
 
 def raise_fd_limit(concurrency: int) -> None:
@@ -184,6 +202,7 @@ class _Point:
         self.server_seen = False
         self.dead_since: float | None = None
         self.server_gone = False
+        self.rng = random.Random()  # the backoff's jitter
         self.lag_samples: list[float] = []
         self.gauges: list[MetricsSnapshot] = []
         self.first_scrape: MetricsSnapshot | None = None
@@ -215,6 +234,7 @@ class _Point:
     # -- users --------------------------------------------------------------------------
     async def user(self, user: int) -> None:
         n_prompts = len(self.requests)
+        failures = 0  # this user's failed requests since its last success
         while not self.closing.is_set():
             if self.gate is None:
                 request_id = self.cursor
@@ -228,6 +248,11 @@ class _Point:
             self.finish(flight)
             if flight.error_class in ("connect", "server_gone"):
                 await asyncio.sleep(_CONNECT_BACKOFF_S)
+            elif flight.ended_cleanly():
+                failures = 0
+            else:
+                failures += 1
+                await asyncio.sleep(failure_backoff_s(failures, self.rng))
 
     async def send(self, flight: _Flight) -> None:
         self.in_flight += 1

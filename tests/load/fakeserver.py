@@ -9,7 +9,9 @@ chunk may carry several tokens as under EAGLE-3. The byte formats are built once
 - :class:`FakeSGLang` (aiohttp): all three routes, ``/metrics``, fault injection per request,
   holding requests until N arrive, an API key, and a ground-truth log of every token it wrote
   with the monotonic time of the write; tests compare what the client measured with that log
-  (tests/load/test_runner.py, tests/test_results.py).
+  (tests/load/test_runner.py, tests/test_results.py). It also answers what ``--engine attach``
+  reads of a baseline SGLang (``/ready``, ``/health``, ``/server_info``, ``/v1/models``,
+  ``/flush_cache``), so a real sweep can be pointed at it (tests/load/test_failing_servers.py).
 - :class:`BatchFake` (bare asyncio, chat only): the same streams at the lowest server CPU per
   chunk, for benchmarks/client_capacity.py, which measures the client alone.
 """
@@ -42,6 +44,11 @@ class FakeOptions:
     hold_until: int | None = None  # hold every request until this many have arrived
     hold_timeout_s: float = 20.0
     api_key: str | None = None
+    error_status: int = 500  # what the http500 fault answers: its status and message
+    error_message: str = "injected"
+    server_info: dict[str, Any] = field(default_factory=lambda: {
+        "version": "fake", "max_running_requests": 256, "context_length": 65536,
+        "served_model_name": "fake", "model_path": "fake"})  # a baseline SGLang's essentials
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,8 @@ class FakeSGLang:
         self.port = 0
         self.emitted: list[tuple[float, int]] = []  # (monotonic time of write, new tokens)
         self.arrivals = 0
+        self.arrival_t: list[float] = []  # monotonic time of each completion request
+        self.flushes = 0
         self.waiting = 0  # requests held by hold_until right now
         self.peak_waiting = 0
         self.max_in_flight = 0
@@ -215,6 +224,11 @@ class FakeSGLang:
         app.router.add_post("/v1/completions", self._route(completions_format))
         app.router.add_post("/generate", self._native)
         app.router.add_get("/metrics", self._metrics)
+        for path in ("/ready", "/health"):
+            app.router.add_get(path, self._ok)
+        app.router.add_get("/flush_cache", self._flush)
+        app.router.add_get("/server_info", self._server_info)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = self._site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=4096)
@@ -268,6 +282,20 @@ class FakeSGLang:
             step, self._next_step = self._next_step, asyncio.Event()
             step.set()
 
+    async def _ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def _flush(self, request: web.Request) -> web.Response:
+        self.flushes += 1  # a sweep flushes before each point: tests count points by it
+        return web.Response(text="")
+
+    async def _server_info(self, request: web.Request) -> web.Response:
+        return web.json_response(self.opts.server_info)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": "fake", "object": "model", "max_model_len": 65536}]})
+
     async def _metrics(self, request: web.Request) -> web.Response:
         self._running_changed(0)
         lines = [
@@ -289,6 +317,7 @@ class FakeSGLang:
     async def _admit(self, request: web.Request) -> tuple[dict[str, Any], int, web.Response | None]:
         index = next(self._counter)
         self.arrivals += 1
+        self.arrival_t.append(time.monotonic())
         if request.transport is not None:
             self._transports.add(request.transport)
         expected_auth = f"Bearer {self.opts.api_key}"
@@ -311,8 +340,10 @@ class FakeSGLang:
         if fault:
             self.faults_sent[fault] = self.faults_sent.get(fault, 0) + 1
         if fault == "http500":
+            status = self.opts.error_status
             return body, index, web.json_response(
-                {"object": "error", "message": "injected", "code": 500}, status=500)
+                {"object": "error", "message": self.opts.error_message, "code": status},
+                status=status)
         return body, index, None
 
     def _route(self, make: Callable[[dict[str, Any], str, bool], StreamFormat]
