@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SUPPORTED_FROM = (0, 5, 14)
-SUPPORTED_TO = (0, 5, 23)
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,9 @@ def test_a_server_with_only_health_is_waited_for(tmp_path: Path) -> None:
         assert wait_ready(url, timeout_s=10.0)
 
 
-def test_no_route_at_all_is_not_ready(tmp_path: Path) -> None:
-    # /ready and /health both missing (404): never ready, and the wait ends on time.
+def test_a_route_that_never_answers_200_is_not_ready_and_the_wait_ends(tmp_path: Path) -> None:
+    # Only /ready's 404 switches to /health; any other route answering 404 is polled until
+    # the deadline, which must end the wait on time.
     with _sim_0_5_17(tmp_path, "baseline") as url:
         assert not wait_ready(url, timeout_s=1.0, route="/no-such-route")
 
