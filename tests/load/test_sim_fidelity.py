@@ -6,7 +6,10 @@ runs the real runner against it and compares: window output tokens within 1 %, a
 within 0.5 %, at c = 1, 16, 64, 250, for every protocol, baseline and EAGLE-3.
 
 The simulator runs 4x faster than real time: fast enough for CI, slow enough that on a shared
-2-core machine the client keeps up with the simulator's steps (benchmarks/README.md).
+2-core machine the client keeps up with the simulator's steps (benchmarks/README.md). At
+c = 250 it runs 2x: at 4x the simulator itself falls behind on three forwards in four there,
+and the two processes competing for two cores moved the window's count by up to 2.6%
+(median 0.5%) against the simulator's stamps; at 2x, 0.06% at most over five runs.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from specbench.load.runner import PointSpec, run_point
 from specbench.prompts import PromptRequest
 from tests.sim.conftest import EAGLE3_FLAGS, SimProc, launch
 
-TIME_SCALE = 4.0
 LEVELS = (1, 16, 64, 250)
+TIME_SCALE = {1: 4.0, 16: 4.0, 64: 4.0, 250: 2.0}
 # (warmup, window) in model seconds. The client's event-loop backlog at the two window edges
 # can move the count by about 2 x lag / wall window; at c = 250 on a busy 2-core machine the
-# p99 lag reaches ~10 ms, so that window gets 3 s of wall time to stay well inside 1 %.
+# p99 lag reaches ~10 ms, so that window gets 6 s of wall time to stay well inside 1 %.
 WARMUP_WINDOW_MODEL_S = {1: (2.0, 4.0), 16: (2.0, 4.0), 64: (2.0, 4.0), 250: (4.0, 12.0)}
 PROTOCOLS = ("openai-chat", "openai-completions", "sglang-native")
 
@@ -45,18 +48,19 @@ REQUESTS = [
 
 
 @pytest.fixture(scope="module")
-def sims(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], SimProc]]:
-    started: dict[str, SimProc] = {}
+def sims(tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[Callable[[str, float], SimProc]]:
+    started: dict[tuple[str, float], SimProc] = {}
     log_dir = tmp_path_factory.mktemp("sim-fidelity")
 
-    def get(mode: str) -> SimProc:
-        if mode not in started:
+    def get(mode: str, time_scale: float) -> SimProc:
+        if (mode, time_scale) not in started:
             flags = ["--max-running-requests", "256", "--enable-metrics",
-                     "--sim-time-scale", str(TIME_SCALE)]
+                     "--sim-time-scale", str(time_scale)]
             if mode == "eagle3":
                 flags += EAGLE3_FLAGS
-            started[mode] = launch(flags, log_dir)
-        return started[mode]
+            started[mode, time_scale] = launch(flags, log_dir)
+        return started[mode, time_scale]
 
     yield get
     for sim in started.values():
@@ -81,14 +85,16 @@ ACCEPT_REL = 0.005
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("concurrency", LEVELS)
 def test_window_tokens_and_acceptance_match_the_simulators_ground_truth(
-        sims: Callable[[str], SimProc], mode: str, protocol: str, concurrency: int) -> None:
-    sim = sims(mode)
+        sims: Callable[[str, float], SimProc], mode: str, protocol: str, concurrency: int
+) -> None:
+    time_scale = TIME_SCALE[concurrency]
+    sim = sims(mode, time_scale)
     warmup_model_s, window_model_s = WARMUP_WINDOW_MODEL_S[concurrency]
     spec = PointSpec(base_url=sim.url, protocol=protocol, model="m", concurrency=concurrency,
-                     requests=REQUESTS, warmup_s=warmup_model_s / TIME_SCALE,
-                     window_s=window_model_s / TIME_SCALE)
+                     requests=REQUESTS, warmup_s=warmup_model_s / time_scale,
+                     window_s=window_model_s / time_scale)
     result = asyncio.run(run_point(spec))
-    s = metrics.summarize_point(result, TIME_SCALE, max_running_requests=256, error_budget=0.0)
+    s = metrics.summarize_point(result, time_scale, max_running_requests=256, error_budget=0.0)
     truth = ground_truth(sim, result.window_start, result.window_end)
     assert truth["complete"]
 
