@@ -568,9 +568,10 @@ def failed_requests(result: runner.PointResult) -> str | None:
     ended "ok": requests cut by the window's end do not count either way (a stream that breaks
     halfway looks healthy until then). Failed: none succeeded and the server answered some
     with a failure (`_ANSWERED`), or none was sent in the window (every user backing off) after
-    a warmup where all failed. The quote is the most common answered failure: its HTTP status
-    and the start of the server's error body, or the parser's reason for a stream that is not
-    what SGLang sends.
+    a warmup where all failed, or none got a single token (a server that accepts requests and
+    never answers: they time out or are cut at the window's end). The quote is the most
+    common answered failure: its HTTP status and the start of the server's error body, or the
+    parser's reason for a stream that is not what SGLang sends.
     """
     records = result.records
     if any(r.status == "ok" for r in records):
@@ -582,7 +583,11 @@ def failed_requests(result: runner.PointResult) -> str | None:
                     "sent in the window")
         return None
     if not errors:
-        return None
+        if any(len(r.chunk_tokens) and r.chunk_tokens[-1] > 0 for r in records):
+            return None  # streams were flowing when the window cut them: a slow server
+        return (f"the server sent no token to any of {len(records)} requests in "
+                f"{result.window_wall_s:.0f} s of the window, so the point is not a "
+                "measurement; it accepts requests but does not answer them")
     classes = [str(r.error_class) for r in errors]
     worst = max(sorted(set(classes)), key=classes.count)
     first = next(r for r in errors if r.error_class == worst)

@@ -44,3 +44,14 @@ def test_the_most_common_answer_is_quoted_in_120_characters() -> None:
 def test_a_window_without_requests_after_a_failed_warmup_is_not_a_measurement() -> None:
     assert failed_requests(point([], warmup=(6, 6))) is not None
     assert failed_requests(point([], warmup=(6, 5))) is None
+
+
+def test_no_token_in_the_window_is_not_a_measurement() -> None:
+    # A server that accepts requests and never answers: cut at the window's end, or timed out.
+    silent = [rec([], 0.0, 2.0, status="cancelled", request_id=0),
+              rec([], 0.0, 2.0, status="error", error_class="timeout", request_id=1)]
+    said = failed_requests(point(silent))
+    assert said is not None and said.startswith("the server sent no token to any of 2 requests")
+    # A slow server whose streams were flowing when the window cut them is measured.
+    flowing = [rec([(1.0, 3)], 0.0, 2.0, status="cancelled", request_id=i) for i in range(2)]
+    assert failed_requests(point(flowing)) is None

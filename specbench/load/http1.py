@@ -63,11 +63,12 @@ class Endpoint:
 class Response:
     """One response as it arrives: body pieces and their arrival times, the status."""
 
-    __slots__ = ("done", "pieces", "status", "times")
+    __slots__ = ("content_type", "done", "pieces", "status", "times")
 
     def __init__(self, done: asyncio.Future[None]) -> None:
         self.done = done
         self.status = 0
+        self.content_type = ""  # lower case, parameters kept; "" when the head has none
         self.times: list[float] = []
         self.pieces: list[bytes] = []
 
@@ -168,6 +169,7 @@ class Connection(asyncio.Protocol):
         for line in lines[1:]:
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip().lower()
+        self.response.content_type = headers.get("content-type", "")
         self._chunked = "chunked" in headers.get("transfer-encoding", "")
         connection = headers.get("connection", "")
         self._close_after = "close" in connection or (version == "HTTP/1.0"

@@ -70,6 +70,7 @@ _LIVE_INTERVAL_S = 0.5  # the display redraws twice a second (progress.py)
 _SCRAPE_TIMEOUT_S = 10.0
 _FD_HEADROOM = 64
 _DETAIL_CHARS = 200
+_SSE_TYPE = "text/event-stream"
 
 
 class LoadError(UserError, ValueError):
@@ -277,6 +278,13 @@ class _Point:
                 body = b"".join(response.pieces)[:_DETAIL_CHARS]
                 flight.error_class = "http_status"
                 flight.error_detail = (f"HTTP {response.status}: "
+                                       + body.decode("utf-8", "replace"))
+            elif response.content_type and not response.content_type.startswith(_SSE_TYPE):
+                # SGLang streams every route as text/event-stream; anything else is another
+                # server on the port (a proxy's page, a non-streaming API).
+                body = b"".join(response.pieces)[:_DETAIL_CHARS]
+                flight.error_class = "malformed_chunk"
+                flight.error_detail = (f"HTTP 200 {response.content_type}, not an event stream: "
                                        + body.decode("utf-8", "replace"))
         except asyncio.CancelledError:
             flight.status = "cancelled"

@@ -30,7 +30,8 @@ from typing import Any
 
 from aiohttp import web
 
-FAULTS = ("http500", "truncate", "malformed", "error_event", "reset", "stall", "abort")
+FAULTS = ("http500", "truncate", "malformed", "error_event", "reset", "stall", "abort", "silent",
+          "html")
 DONE = b"data: [DONE]\n\n"
 
 
@@ -339,6 +340,12 @@ class FakeSGLang:
         fault = self.opts.fault(index)
         if fault:
             self.faults_sent[fault] = self.faults_sent.get(fault, 0) + 1
+        if fault == "silent":  # accepts the request, never answers
+            await asyncio.sleep(3600)
+        if fault == "html":  # a 200 that is not a stream: some other web server
+            return body, index, web.Response(
+                text="<html><body><h1>Welcome to nginx!</h1></body></html>",
+                content_type="text/html")
         if fault == "http500":
             status = self.opts.error_status
             return body, index, web.json_response(

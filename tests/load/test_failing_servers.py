@@ -133,6 +133,48 @@ def test_streams_that_are_not_json_stop_with_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_a_server_that_never_answers_is_not_a_measurement(tmp_path: Path) -> None:
+    # It accepts every request and sends nothing. The warmup waits for requests to end up to
+    # load.warmup_max_s (60 s by default), then the window runs: that is the limit it costs.
+    config = tmp_path / "quick.toml"
+    config.write_text("[load]\nwarmup_max_s = 1\n")
+    with fake_in_thread(FakeOptions(fault=lambda i: "silent")) as srv:
+        code, out, err = _sweep(tmp_path, srv.url, "--config", str(config))
+    assert code == 2, out[-2000:] + err[-2000:]
+    line = _one_line(err)
+    assert f"the server sent no token to any of {USERS} requests" in line, line
+    assert "--resume" in line
+    assert results.measured_keys(tmp_path / "res" / "run") == set()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+@pytest.mark.parametrize("fault", ["reset", "truncate"])
+def test_streams_dropped_mid_way_stop_with_one_line(tmp_path: Path, fault: str) -> None:
+    with fake_in_thread(FakeOptions(fault=lambda i: fault, output_tokens=40)) as srv:
+        code, out, err = _sweep(tmp_path, srv.url)
+        rate = _rate_per_user_s(srv)
+    assert code == 2, out[-2000:] + err[-2000:]
+    assert "stream_truncated" in _one_line(err)
+    assert rate <= MAX_REQUESTS_PER_USER_S, f"{rate:.1f} requests per user per second"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_a_web_page_instead_of_a_stream_stops_with_one_line(tmp_path: Path) -> None:
+    # The wrong server on the port: 200 and text/html.
+    with fake_in_thread(FakeOptions(fault=lambda i: "html")) as srv:
+        code, out, err = _sweep(tmp_path, srv.url)
+        rate = _rate_per_user_s(srv)
+    assert code == 2, out[-2000:] + err[-2000:]
+    line = _one_line(err)
+    assert "the server said HTTP 200 text/html" in line and "not an event stream" in line, line
+    assert "Welcome to nginx!" in line
+    assert rate <= MAX_REQUESTS_PER_USER_S, f"{rate:.1f} requests per user per second"
+
+
+@pytest.mark.slow
 @pytest.mark.timeout(2 * LIMIT_S + 30)
 def test_a_failed_level_keeps_the_points_measured_before_it(tmp_path: Path) -> None:
     # The first point is served, then every request fails (a server that broke mid-sweep):
