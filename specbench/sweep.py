@@ -503,7 +503,8 @@ class Sweep:
                 return
             message = (
                 f"{key.label}: the {key.mode} server went away mid-point; "
-                f"see its log {server.log_path or server.base_url}"
+                + (f"see its log {server.log_path}" if server.log_path
+                   else f"it stopped answering at {server.base_url}")
             )
             errors.append(message)
             failed = PointRecord(status="failed", attempts=attempts, error=message, errors=errors)
@@ -568,8 +569,9 @@ def failed_requests(result: runner.PointResult) -> str | None:
     ended "ok": requests cut by the window's end do not count either way (a stream that breaks
     halfway looks healthy until then). Failed: none succeeded and the server answered some
     with a failure (`_ANSWERED`), or none was sent in the window (every user backing off) after
-    a warmup where all failed, or none got a single token (a server that accepts requests and
-    never answers: they time out or are cut at the window's end). The quote is the most
+    a warmup where all failed, or none got a single token inside the window (a server that
+    accepts requests and never answers, or whose streams all stalled: they time out or are cut
+    at the window's end). The quote is the most
     common answered failure: its HTTP status and the start of the server's error body, or the
     parser's reason for a stream that is not what SGLang sends.
     """
@@ -583,11 +585,14 @@ def failed_requests(result: runner.PointResult) -> str | None:
                     "sent in the window")
         return None
     if not errors:
-        if any(len(r.chunk_tokens) and r.chunk_tokens[-1] > 0 for r in records):
+        start, end = result.window_start, result.window_end
+        if any(metrics.window_tokens(r.chunk_t, r.chunk_tokens, start, end) > 0
+               for r in records):
             return None  # streams were flowing when the window cut them: a slow server
         return (f"the server sent no token to any of {len(records)} requests in "
                 f"{result.window_wall_s:.0f} s of the window, so the point is not a "
-                "measurement; it accepts requests but does not answer them")
+                "measurement; it accepts requests but does not answer them (or its streams "
+                "stalled)")
     classes = [str(r.error_class) for r in errors]
     worst = max(sorted(set(classes)), key=classes.count)
     first = next(r for r in errors if r.error_class == worst)

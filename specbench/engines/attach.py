@@ -33,6 +33,12 @@ def fetch_server_info(
     try:
         status, body = http_get(url, timeout_s=timeout_s, token=api_key)
     except (OSError, urllib.error.URLError) as exc:
+        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None),
+                                                       TimeoutError):
+            raise ServerStartError(
+                f"{url} did not answer within {timeout_s:.0f} s although the server is up; "
+                "check its log (a scheduler hung behind a live HTTP front?)"
+            ) from None
         raise ServerStartError(
             f"cannot reach {base_url} ({exc}); check the --attach URL and that the server is up"
         ) from None

@@ -47,6 +47,7 @@ class FakeOptions:
     api_key: str | None = None
     error_status: int = 500  # what the http500 fault answers: its status and message
     error_message: str = "injected"
+    server_info_delay_s: float = 0.0  # /server_info answers this late
     server_info: dict[str, Any] = field(default_factory=lambda: {
         "version": "fake", "max_running_requests": 256, "context_length": 65536,
         "served_model_name": "fake", "model_path": "fake"})  # a baseline SGLang's essentials
@@ -218,6 +219,7 @@ class FakeSGLang:
         self._site: web.TCPSite | None = None
         self._transports: set[asyncio.Transport] = set()
         self.url = ""
+        self.loop: asyncio.AbstractEventLoop | None = None  # set by fake_in_thread
 
     async def __aenter__(self) -> FakeSGLang:
         app = web.Application()
@@ -259,6 +261,15 @@ class FakeSGLang:
         for transport in self._transports:
             transport.abort()
 
+    async def restart(self, down_s: float) -> None:
+        """Crash (see :meth:`kill`), refuse connections for ``down_s``, then serve again on the
+        same port, as a server restarted by its supervisor."""
+        assert self._runner is not None
+        self.kill()
+        await asyncio.sleep(down_s)
+        self._site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=4096)
+        await self._site.start()
+
     def tokens_between(self, start: float, end: float) -> int:
         """Ground truth: tokens written in (start, end]."""
         return sum(k for t, k in self.emitted if start < t <= end)
@@ -291,6 +302,7 @@ class FakeSGLang:
         return web.Response(text="")
 
     async def _server_info(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(self.opts.server_info_delay_s)
         return web.json_response(self.opts.server_info)
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -548,8 +560,10 @@ def fake_in_thread(opts: FakeOptions) -> Iterator[FakeSGLang]:
     thread = threading.Thread(target=main, daemon=True)
     thread.start()
     ready.wait(10)
+    srv = box["srv"]
+    srv.loop = box["loop"]  # where a test schedules srv.restart(...)
     try:
-        yield box["srv"]
+        yield srv
     finally:
         box["loop"].call_soon_threadsafe(box["stop"].set)
         thread.join(10)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -146,6 +148,72 @@ def test_a_server_that_never_answers_is_not_a_measurement(tmp_path: Path) -> Non
     assert f"the server sent no token to any of {USERS} requests" in line, line
     assert "--resume" in line
     assert results.measured_keys(tmp_path / "res" / "run") == set()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_streams_that_stall_for_good_are_not_a_measurement(tmp_path: Path) -> None:
+    # Every stream stops half-way and never ends: tokens came in the warmup, none in the window.
+    config = tmp_path / "quick.toml"
+    config.write_text("[load]\nwarmup_max_s = 1\n")
+    with fake_in_thread(FakeOptions(fault=lambda i: "stall", output_tokens=40)) as srv:
+        code, out, err = _sweep(tmp_path, srv.url, "--config", str(config))
+    assert code == 2, out[-2000:] + err[-2000:]
+    assert f"the server sent no token to any of {USERS} requests" in _one_line(err)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_a_server_info_that_never_answers_is_one_line(tmp_path: Path) -> None:
+    # /server_info is read with a 10 s timeout: the sweep names the URL and stops.
+    with fake_in_thread(FakeOptions(server_info_delay_s=3600)) as srv:
+        t0 = time.monotonic()
+        code, out, err = _sweep(tmp_path, srv.url)
+        took_s = time.monotonic() - t0
+    assert code == 2, out[-2000:] + err[-2000:]
+    line = _one_line(err)
+    assert f"{srv.url}/server_info did not answer within 10 s" in line, line
+    assert took_s < 30
+
+
+def _restart_mid_window(srv: FakeSGLang, down_s: float) -> None:
+    """Once the sweep's point is under way (its cache flush came), crash and restart srv."""
+    deadline = time.monotonic() + 20
+    while srv.flushes < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.5)  # warmup 0.5 s, then into the window
+    assert srv.loop is not None
+    asyncio.run_coroutine_threadsafe(srv.restart(down_s), srv.loop)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_a_server_restarted_within_a_point_keeps_it_flagged(tmp_path: Path) -> None:
+    # Down 1 s: refused connections for less than the 3 s after which a server is gone.
+    with fake_in_thread(FakeOptions(output_tokens=40)) as srv:
+        killer = threading.Thread(target=_restart_mid_window, args=(srv, 1.0))
+        killer.start()
+        code, out, err = _sweep(tmp_path, srv.url, "--window-s", "4")
+        killer.join()
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert "Traceback" not in out + err
+    row = results.load_run(tmp_path / "res" / "run").summary.iloc[0]
+    assert row["n_errors"] > 0 and row["output_tok_s"] > 0
+    assert "error_budget" in row["flags"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_a_server_down_for_longer_is_gone_in_one_line(tmp_path: Path) -> None:
+    # Down 8 s: past the 3 s after which a server is gone; an attached one is not restarted.
+    with fake_in_thread(FakeOptions(output_tokens=40)) as srv:
+        killer = threading.Thread(target=_restart_mid_window, args=(srv, 8.0))
+        killer.start()
+        code, out, err = _sweep(tmp_path, srv.url, "--window-s", "6")
+        killer.join()
+    assert code == 2, out[-2000:] + err[-2000:]
+    line = _one_line(err)
+    assert f"went away mid-point; it stopped answering at {srv.url}" in line, line
 
 
 @pytest.mark.slow
