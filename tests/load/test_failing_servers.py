@@ -176,6 +176,17 @@ def test_a_server_info_that_never_answers_is_one_line(tmp_path: Path) -> None:
     assert took_s < 30
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_a_slow_server_is_a_measurement(tmp_path: Path) -> None:
+    # One step every 0.2 s, 6 s a request: the 2 s window cuts every stream, tokens flow.
+    with fake_in_thread(FakeOptions(step_s=0.2, output_tokens=30)) as srv:
+        code, out, err = _sweep(tmp_path, srv.url)
+    assert code == 0, out[-2000:] + err[-2000:]
+    row = results.load_run(tmp_path / "res" / "run").summary.iloc[0]
+    assert row["n_errors"] == 0 and row["output_tok_s"] > 0
+
+
 def _restart_mid_window(srv: FakeSGLang, down_s: float) -> None:
     """Once the sweep's point is under way (its cache flush came), crash and restart srv."""
     deadline = time.monotonic() + 20
