@@ -69,7 +69,7 @@ def specbench_client(url: str, model: str, concurrency: int, window_s: float) ->
 
     from specbench import prompts
     from specbench.load.runner import LiveView, PointSpec, run_point_sync
-    from specbench.progress import SweepProgress
+    from specbench.run.progress import SweepProgress
 
     ps = prompts.load_prompt_set(PROMPT_SET)
     live = LiveView()

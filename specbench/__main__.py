@@ -1,5 +1,5 @@
 """`python -m specbench` is the same as the `specbench` command."""
 
-from specbench.cli import app
+from specbench.cli.main import app
 
 app()

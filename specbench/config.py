@@ -4,7 +4,7 @@ Presets, the TOML file and the command line are layered as plain dicts (later wi
 validated once, strictly, into a frozen :class:`SweepConfig`; the library never re-reads options.
 pydantic (v2) was chosen over msgspec because it reports every problem with its key path, value
 and reason, which is what a one-line error needs, and because its field metadata can carry the
-CLI names the command line is generated from (`cli.py`). Validation goes through JSON-mode
+CLI names the command line is generated from (`cli/options.py`). Validation goes through JSON-mode
 strict parsing, so `window_s = "8"`, `repeats = 2.5` and `modes = "baseline"` are refused
 instead of coerced, while TOML arrays still become tuples. Every problem raises
 :class:`ConfigError` with one line: where, what was given, and the fix.
@@ -287,7 +287,7 @@ class SweepConfig(_Section):
         None, "Ray cluster to join (auto, ray://host:10001); default: start a local one",
         cli="--ray-address",
     )
-    # Several configurations at once (specbench/parallel.py): slots of --tp-size GPUs each.
+    # Several configurations at once (specbench/run/parallel.py): slots of --tp-size GPUs each.
     gpus: tuple[int, ...] = option(
         (),
         "GPU ids (or all) for configurations side by side, --tp-size each",

@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from specbench import compare as compare_mod
 from specbench.analysis import point_means
-from specbench.cli import app
-from specbench.compare_plot import compare_figure, write_figure
+from specbench.cli.main import app
 from specbench.engines.process import free_port
+from specbench.report import compare as compare_mod
+from specbench.report.compare_plot import compare_figure, write_figure
 from specbench.results import (
     PointKey,
     load_run,

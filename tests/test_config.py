@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench import cli_text, configurations
 from specbench import config as cfgmod
+from specbench import configurations
+from specbench.cli import text as cli_text
 from specbench.config import ConfigError
 
 

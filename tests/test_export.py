@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specbench import configurations, export, metrics, results
+from specbench import configurations, metrics, results
 from specbench.config import SweepConfig
 from specbench.load.runner import PointResult, RequestRecord
+from specbench.report import export
 from specbench.results import PointKey, ServerRecord
 from tests.builders import write_manifest
 from tests.harness import run_cli

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from specbench import config as config_mod
-from specbench import merge, results
+from specbench import results
 from specbench.results import PointKey, ServerRecord, ThresholdRecord
 from specbench.results.points import SUMMARY_COLUMNS
+from specbench.run import merge
 from tests.builders import write_manifest
 
 MODES = ("baseline", "eagle3", "dynamic")

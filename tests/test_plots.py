@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from matplotlib.lines import Line2D
 
-from specbench import plots
 from specbench.analysis import AnalysisError, analyze
+from specbench.report import plots
 from specbench.results import load_run
 from tests.builders import (
     ZERO_STEP_FRACTION,

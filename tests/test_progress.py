@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from specbench.load.runner import LiveView, PointSpec, run_point
-from specbench.progress import Eta, SweepProgress, format_duration, last_log_line, live_text
+from specbench.run.progress import Eta, SweepProgress, format_duration, last_log_line, live_text
 from tests.load.fakeserver import FakeOptions, FakeSGLang
 from tests.load.test_runner import prompts
 

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench import prompts
+from specbench.cli.prompts import prompts_app
 from specbench.errors import UserError
 from specbench.prompts import (
     PromptSetError,
@@ -28,7 +29,6 @@ from specbench.prompts import (
     prompt_set_stats,
     validate_file,
 )
-from specbench.prompts_cli import prompts_app
 
 REPO = Path(__file__).resolve().parent.parent
 

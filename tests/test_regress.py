@@ -410,7 +410,7 @@ def test_cli_appends_its_markdown_to_the_step_summary(reference: Path, tmp_path:
     # `--json -` stdout stays pure JSON.
     from typer.testing import CliRunner
 
-    from specbench.cli import app
+    from specbench.cli.main import app
 
     summary = tmp_path / "step_summary.md"
     summary.write_text("earlier step")

@@ -14,8 +14,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from specbench import analysis, report, report_tables
+from specbench import analysis
 from specbench.metrics import explain_flag
+from specbench.report import document as report
+from specbench.report import tables as report_tables
 from specbench.results import (
     PointKey,
     load_run,

@@ -9,8 +9,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from specbench import report
-from specbench.report_html import inline_svg
+from specbench.report import document as report
+from specbench.report.html import inline_svg
 from specbench.results import load_run
 from tests.builders import make_run, ratio_crossing_at, static_curves
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from specbench.sweep import failed_requests
+from specbench.run.sweep import failed_requests
 from tests.test_metrics import point, rec
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from specbench.sweep import SweepInterrupted, run_load, signals_raise
+from specbench.run.sweep import SweepInterrupted, run_load, signals_raise
 from tests.load.fakeserver import FakeOptions, fake_in_thread
 from tests.load.test_runner import spec_for
 

@@ -6,77 +6,21 @@ run directory made by attaching means the same as one made by launching.
 
 from __future__ import annotations
 
-import json
 import shlex
-import urllib.error
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.config import SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import server_info
-from specbench.engines.process import ServerStartError, http_get, wait_ready
+from specbench.engines.base import Server, verify
+from specbench.engines.process import ServerStartError, wait_ready
 
 if TYPE_CHECKING:
-    from specbench.engines.base import Server
     from specbench.load.protocols import PromptRenderer
 
 # An attached server is already up: waiting minutes for it would only hide a wrong URL.
 _ATTACH_READY_S = 60.0
-
-
-def fetch_server_info(
-    base_url: str, timeout_s: float = 10.0, api_key: str | None = None
-) -> dict[str, Any]:
-    """`GET /server_info` (it needs the API key when the server has one; /ready does not)."""
-    url = f"{base_url.rstrip('/')}/server_info"
-    try:
-        status, body = http_get(url, timeout_s=timeout_s, token=api_key)
-    except (OSError, urllib.error.URLError) as exc:
-        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None),
-                                                       TimeoutError):
-            raise ServerStartError(
-                f"{url} did not answer within {timeout_s:.0f} s although the server is up; "
-                "check its log (a scheduler hung behind a live HTTP front?)"
-            ) from None
-        raise ServerStartError(
-            f"cannot reach {base_url} ({exc}); check the --attach URL and that the server is up"
-        ) from None
-    if status in (401, 403):
-        given = "was refused" if api_key else "is needed"
-        raise ServerStartError(
-            f"{url} answered HTTP {status}: the server's API key {given}; pass the server's "
-            "--api-key KEY (or set SPECBENCH_API_KEY)"
-        )
-    if status != 200:
-        raise ServerStartError(
-            f"{base_url}/server_info answered HTTP {status}; is this an SGLang server?"
-        )
-    try:
-        info = json.loads(body)
-    except json.JSONDecodeError:
-        raise ServerStartError(
-            f"{base_url}/server_info did not return JSON; is this an SGLang server?"
-        ) from None
-    if not isinstance(info, dict):
-        raise ServerStartError(
-            f"{base_url}/server_info did not return an object; is this an SGLang server?"
-        )
-    if not isinstance(info.get("context_length"), int):
-        # Unset unless launched with --context-length; the model's own limit is in /v1/models.
-        info["max_model_len"] = _max_model_len(base_url, timeout_s, api_key)
-    return info
-
-
-def _max_model_len(base_url: str, timeout_s: float, api_key: str | None) -> int | None:
-    try:
-        status, body = http_get(f"{base_url.rstrip('/')}/v1/models", timeout_s=timeout_s,
-                                token=api_key)
-        cards = json.loads(body).get("data") if status == 200 else None
-    except (OSError, urllib.error.URLError, json.JSONDecodeError, AttributeError):
-        return None
-    limits = [c.get("max_model_len") for c in cards or [] if isinstance(c, dict)]
-    return next((n for n in limits if isinstance(n, int)), None)
 
 
 class AttachEngine:
@@ -133,8 +77,6 @@ class AttachEngine:
         run_dir: Path,
         label: str | None = None,
     ) -> Server:
-        from specbench.engines.base import Server, verify
-
         url = dict(self.cfg.attach)[config.name].rstrip("/")
         timeout_s = min(self.cfg.server.ready_timeout_s, _ATTACH_READY_S)
         if not wait_ready(url, timeout_s):
@@ -142,7 +84,7 @@ class AttachEngine:
                 f"{url} did not answer /ready (or /health) with 200 within {timeout_s:.0f} s; "
                 "check the server"
             )
-        info = fetch_server_info(url, api_key=self.cfg.load.api_key)
+        info = server_info.fetch_server_info(url, api_key=self.cfg.load.api_key)
         found = server_info.detect_mode(info)
         if found != config.kind:
             raise ServerStartError(

@@ -24,7 +24,6 @@ from specbench.config import SweepConfig
 from specbench.configurations import SGLANG_DEFAULT_ADAPTIVE_STEPS, Schedule, ServerConfiguration
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info, versions
-from specbench.engines.attach import fetch_server_info
 from specbench.engines.process import ServerProcess, ServerStartError, http_get
 from specbench.redaction import redact
 from specbench.results.manifest import PerSetServer, ServerRecord
@@ -328,7 +327,7 @@ class LaunchedEngine:
             prompt_renderer=renderer,
         )
         try:
-            server.info = fetch_server_info(server.base_url, api_key=cfg.load.api_key)
+            server.info = server_info.fetch_server_info(server.base_url, api_key=cfg.load.api_key)
             verify(server, cfg, launched=True)
         except BaseException:
             server.stop()

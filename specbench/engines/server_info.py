@@ -7,18 +7,21 @@ steps (topk != 1, DP attention, two-batch overlap, PDMux, multi-layer EAGLE). `G
 /server_info` returns the resolved values at the top level (the flags' names, with
 underscores) plus `internal_states[i]` per data-parallel rank; each mismatch becomes one line
 that names the flag and the fix. The simulated server serves the same shape, so these checks
-serve every engine; :func:`detect_mode` classifies an attached server.
+serve every engine; :func:`detect_mode` classifies an attached server, and
+:func:`fetch_server_info` reads it (for launched and attached servers alike).
 """
 
 from __future__ import annotations
 
 import json
+import urllib.error
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specbench.configurations import Schedule
+from specbench.engines.process import ServerStartError, http_get
 from specbench.errors import ConfigError
 
 # SGLang accepts EAGLE3 case-insensitively and maps NEXTN to EAGLE; specbench asks for EAGLE3.
@@ -318,3 +321,59 @@ def _check_capacity(info: dict[str, Any], expected: Expected) -> list[str]:
             "largest concurrency"
         )
     return problems
+
+
+# -- reading it ---------------------------------------------------------------------------
+
+def fetch_server_info(
+    base_url: str, timeout_s: float = 10.0, api_key: str | None = None
+) -> dict[str, Any]:
+    """`GET /server_info` (it needs the API key when the server has one; /ready does not)."""
+    url = f"{base_url.rstrip('/')}/server_info"
+    try:
+        status, body = http_get(url, timeout_s=timeout_s, token=api_key)
+    except (OSError, urllib.error.URLError) as exc:
+        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None),
+                                                       TimeoutError):
+            raise ServerStartError(
+                f"{url} did not answer within {timeout_s:.0f} s although the server is up; "
+                "check its log (a scheduler hung behind a live HTTP front?)"
+            ) from None
+        raise ServerStartError(
+            f"cannot reach {base_url} ({exc}); check the --attach URL and that the server is up"
+        ) from None
+    if status in (401, 403):
+        given = "was refused" if api_key else "is needed"
+        raise ServerStartError(
+            f"{url} answered HTTP {status}: the server's API key {given}; pass the server's "
+            "--api-key KEY (or set SPECBENCH_API_KEY)"
+        )
+    if status != 200:
+        raise ServerStartError(
+            f"{base_url}/server_info answered HTTP {status}; is this an SGLang server?"
+        )
+    try:
+        info = json.loads(body)
+    except json.JSONDecodeError:
+        raise ServerStartError(
+            f"{base_url}/server_info did not return JSON; is this an SGLang server?"
+        ) from None
+    if not isinstance(info, dict):
+        raise ServerStartError(
+            f"{base_url}/server_info did not return an object; is this an SGLang server?"
+        )
+    if not isinstance(info.get("context_length"), int):
+        # Unset unless launched with --context-length; the model's own limit is in /v1/models.
+        info["max_model_len"] = _max_model_len(base_url, timeout_s, api_key)
+    return info
+
+
+def _max_model_len(base_url: str, timeout_s: float, api_key: str | None) -> int | None:
+    try:
+        status, body = http_get(f"{base_url.rstrip('/')}/v1/models", timeout_s=timeout_s,
+                                token=api_key)
+        cards = json.loads(body).get("data") if status == 200 else None
+    except (OSError, urllib.error.URLError, json.JSONDecodeError, AttributeError):
+        return None
+    limits = [c.get("max_model_len") for c in cards or [] if isinstance(c, dict)]
+    return next((n for n in limits if isinstance(n, int)), None)

@@ -66,7 +66,7 @@ _CONNECT_BACKOFF_S = 0.1
 # second after the first few seconds. One success resets the wait.
 FAILURE_BACKOFF_S = 0.1
 FAILURE_BACKOFF_MAX_S = 2.0
-_LIVE_INTERVAL_S = 0.5  # the display redraws twice a second (progress.py)
+_LIVE_INTERVAL_S = 0.5  # the display redraws twice a second (run/progress.py)
 _SCRAPE_TIMEOUT_S = 10.0
 _FD_HEADROOM = 64
 _DETAIL_CHARS = 200

@@ -23,7 +23,6 @@ and the seed, so every server mode sees the same sequence.
 from __future__ import annotations
 
 import os
-import random
 from importlib import resources
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from specbench.prompts.model import (
     expand_row,
     file_sha256,
     message_chars,
+    ordered_requests,
     tools_chars,
 )
 from specbench.prompts.packages import PACKAGE_SETS, load_package_set
@@ -118,18 +118,6 @@ def load_prompt_set(name_or_path: str) -> PromptSet:
         return _load_jsonl(path, path.stem, "file")
     raise PromptSetError(f"unknown prompt set {name_or_path!r}; use one of "
                          f"{', '.join(available_set_names())} or a path to a .jsonl file")
-
-
-def ordered_requests(ps: PromptSet, seed: int) -> list[PromptRequest]:
-    """The send order for a set: a seeded shuffle that depends only on the set (its name and
-    request ids) and the seed, so every server mode (and every rerun) sees the same sequence.
-    A mix (:mod:`.mix`) is built in its send order already."""
-    if ps.source == "mix":
-        return list(ps.requests)
-    requests = sorted(ps.requests, key=lambda r: r.id)
-    # A string seed is hashed with SHA-512 by `random`, so the order is stable across processes.
-    random.Random(f"specbench-order/{seed}/{ps.name}").shuffle(requests)
-    return requests
 
 
 def _load_jsonl(path: Path, name: str, source: str) -> PromptSet:

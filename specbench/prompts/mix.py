@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from specbench.prompts.model import PromptRequest, PromptSet, PromptSetError
+from specbench.prompts.model import PromptRequest, PromptSet, PromptSetError, ordered_requests
 
 MIX_NAME = "mix"
 
@@ -21,8 +21,6 @@ def mix_prompt_set(
     parts: dict[str, PromptSet], weights: dict[str, float], seed: int
 ) -> PromptSet:
     """The `mix` set of `parts` (by name) with `weights`, in the send order for `seed`."""
-    from specbench.prompts import ordered_requests
-
     if not weights or any(w <= 0 for w in weights.values()):
         raise PromptSetError("--mix needs positive weights; use e.g. --mix coding=0.5,agentic=0.5")
     orders = {name: ordered_requests(parts[name], seed) for name in weights}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,3 +129,15 @@ def expand_row(row: dict[str, Any], set_name: str, default_id: str) -> list[Prom
             sampling=row.get("sampling"),
         ))
     return out
+
+
+def ordered_requests(ps: PromptSet, seed: int) -> list[PromptRequest]:
+    """The send order for a set: a seeded shuffle that depends only on the set (its name and
+    request ids) and the seed, so every server mode (and every rerun) sees the same sequence.
+    A mix (:mod:`specbench.prompts.mix`) is built in its send order already."""
+    if ps.source == "mix":
+        return list(ps.requests)
+    requests = sorted(ps.requests, key=lambda r: r.id)
+    # A string seed is hashed with SHA-512 by `random`, so the order is stable across processes.
+    random.Random(f"specbench-order/{seed}/{ps.name}").shuffle(requests)
+    return requests

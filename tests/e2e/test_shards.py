@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from specbench import config as config_mod
-from specbench import results, slurm
+from specbench import results
 from specbench.engines.process import free_port
+from specbench.run import slurm
 from tests.harness import FAST, assert_no_process_left, cli_env, point_keys, run_cli
 
 RUN_SPEC = ("--modes", "baseline,eagle3,dynamic", "--prompts", "coding", "--concurrency", "1,4")

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from specbench import export, results
+from specbench import results
 from specbench.config import ServerConfig
 from specbench.engines import sglang as sg
+from specbench.report import export
 from tests.harness import sim_server
 from tests.test_export import make_export_run
 

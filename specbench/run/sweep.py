@@ -23,17 +23,17 @@ from typing import Any
 
 from rich.console import Console
 
-from specbench import configurations, metrics, prompts, results, rundir
+from specbench import configurations, metrics, prompts, results
 from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
-from specbench.engines import Engine, Server, make_engine
+from specbench.engines import Engine, Server
 from specbench.engines.base import server_log
 from specbench.errors import ConfigError, UserError
 from specbench.load import procs, protocols, runner
-from specbench.plan import levels_for, point_estimate_s
-from specbench.progress import SweepProgress
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
-from specbench.results.manifest import RunStatus, ServerRecord
+from specbench.results.manifest import ServerRecord
+from specbench.run.plan import levels_for
+from specbench.run.progress import SweepProgress
 
 
 class SweepError(UserError, RuntimeError):
@@ -140,43 +140,6 @@ def run_load(spec: runner.PointSpec, client_procs: int = 1) -> runner.PointResul
     return result
 
 
-def run_sweep(
-    cfg: SweepConfig, *, console: Console, command: list[str], resume: Path | None = None
-) -> Path:
-    """Run (or continue) a sweep; return the run directory."""
-    engine = make_engine(cfg)
-    sets = preflight(cfg, engine)
-    if resume is not None:
-        run_dir = resume
-        manifest = rundir.reopen(run_dir, sets)
-    else:
-        run_dir = rundir.new_run_dir(cfg)
-        manifest = rundir.create_manifest(run_dir, cfg, sets, command, engine)
-    console.print(f"run directory: {run_dir}")
-    sweep = Sweep(cfg, engine, sets, run_dir, manifest, console)
-    status: RunStatus = "failed"
-    try:
-        with signals_raise():
-            sweep.run()
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise SweepInterrupted("SIGINT", 130, run_dir) from None
-    except SweepInterrupted as exc:
-        status = "interrupted"
-        exc.run_dir = run_dir
-        raise
-    finally:
-        sweep.stop_server(grace_s=min(cfg.server.stop_grace_s, 8.0))
-        # On a full disk these writes fail too; the point files already written stay whole.
-        with contextlib.suppress(OSError):
-            manifest.finish(run_dir, status)
-        with contextlib.suppress(Exception):
-            results.rebuild_summary(run_dir)
-    conclude(run_dir, console)
-    return run_dir
-
-
 class Sweep:
     """One sweep's state: the config, the engine, where results go, and the live server."""
 
@@ -198,24 +161,6 @@ class Sweep:
         self._orders: dict[tuple[str, int], list[prompts.PromptRequest]] = {}
         self.server: Server | None = None  # the one running server, stopped on any exit
         self.name_width = max([8, *(len(name) for name in cfg.modes)])
-
-    def run(self) -> None:
-        configs = self.cfg.configurations
-        progress = SweepProgress(self.console, total=self._planned(),
-                                 point_estimate_s=point_estimate_s(self.cfg, self.engine),
-                                 launch_estimate_s=self.engine.start_estimate_s)
-        with progress:
-            slots = self.cfg.gpu_slots()
-            if self.cfg.executor == "ray":
-                from specbench.ray_executor import RayRunner
-
-                RayRunner(self, slots).run(progress)
-            elif len(slots) > 1:
-                from specbench.parallel import ParallelRunner
-
-                ParallelRunner(self, slots).run(progress)
-            else:
-                self.run_configurations(configs, progress)
 
     def config_keys(self, config: ServerConfiguration) -> list[PointKey]:
         """Every point of a configuration whose schedules are known without an analysis."""
@@ -636,7 +581,9 @@ def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> N
 
 def conclude(run_dir: Path, console: Console) -> None:
     """Analysis, plots and report once every point is in."""
-    from specbench import analysis, plots, report
+    from specbench import analysis
+    from specbench.report import document as report
+    from specbench.report import plots
 
     run = results.load_run(run_dir)
     if configurations.analyzable(run.modes):

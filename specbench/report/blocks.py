@@ -1,9 +1,10 @@
 """The report as a list of blocks, so report.md and report.html say exactly the same thing.
 
-:mod:`specbench.report` builds the blocks (headings, paragraphs, bullet lists, tables, figures)
-from a run; :func:`to_markdown` writes them as report.md and :mod:`specbench.report_html` as
-report.html. Inline text is a tuple of spans, each (style, text) with style "" (plain), "b"
-(bold), "i" (italic) or "code"; a renderer that escapes text escapes each span's text.
+:mod:`specbench.report.document` builds the blocks (headings, paragraphs, bullet lists, tables,
+figures) from a run; :func:`to_markdown` writes them as report.md and
+:mod:`specbench.report.html` as report.html. Inline text is a tuple of spans, each (style, text)
+with style "" (plain), "b" (bold), "i" (italic) or "code"; a renderer that escapes text escapes
+each span's text.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`specbench compare RUN_A RUN_B [...]`: runs side by side, for people (CI has `regress`).
 
-Prints the comparison's Markdown (:mod:`specbench.compare`) to stdout; with ``--out DIR`` also
-writes DIR/compare.md, DIR/compare.json and the figure DIR/compare.png and .svg
-(:mod:`specbench.compare_plot`), and names the files on stderr so stdout stays Markdown.
+Prints the comparison's Markdown (:mod:`specbench.report.compare`) to stdout; with
+``--out DIR`` also writes DIR/compare.md, DIR/compare.json and the figure DIR/compare.png and
+.svg (:mod:`specbench.report.compare_plot`), and names the files on stderr so stdout stays
+Markdown.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from specbench.cli.guard import guard
+
 if TYPE_CHECKING:
-    from specbench.compare import Comparison
+    from specbench.report.compare import Comparison
 
 COMPARE_VERSION = 1  # of compare.json
 MARKDOWN_FILE = "compare.md"
@@ -45,9 +48,9 @@ def to_json(c: Comparison) -> dict[str, Any]:
 
 def write_outputs(c: Comparison, out_dir: Path) -> tuple[str, list[Path]]:
     """Write the figure, compare.md and compare.json into out_dir; (Markdown, paths)."""
-    from specbench import compare as compare_mod
-    from specbench.compare_plot import write_figure
     from specbench.errors import UserError
+    from specbench.report import compare as compare_mod
+    from specbench.report.compare_plot import write_figure
     from specbench.results import atomic_write, write_json
 
     try:
@@ -72,14 +75,13 @@ def compare(
 ) -> None:
     """Compare runs for people: tok/s per level and the ratio to the first run, decisions,
     acceptance, and what differs between the runs."""
-    from specbench import compare as compare_mod
-    from specbench.cli import _guard  # the one place a UserError becomes one line and exit 2
+    from specbench.report import compare as compare_mod
 
-    comparison = _guard(lambda: compare_mod.compare_dirs(run_dirs))
+    comparison = guard(lambda: compare_mod.compare_dirs(run_dirs))
     if out is None:
         print(compare_mod.render_markdown(comparison))
         return
-    text, paths = _guard(lambda: write_outputs(comparison, out))
+    text, paths = guard(lambda: write_outputs(comparison, out))
     print(text)
     for path in paths:
         typer.echo(f"wrote {path}", err=True)

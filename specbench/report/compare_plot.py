@@ -4,7 +4,7 @@ One column per prompt set. The top panel has each configuration's output tok/s i
 (one colour per configuration, as in a run's own figures; one line style per run), the panel
 below each other run's tok/s over the base's per level, with the 1.0 line: a run 10% slower
 sits at 0.91 there. The style helpers (colours, names, the log2 concurrency axis) are
-:mod:`specbench.plots`'s, so a configuration looks the same here as in its run's report.
+:mod:`specbench.report.plots`'s, so a configuration looks the same here as in its run's report.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from specbench.compare import Comparison, Group
-from specbench.plots import color, label, log2_axis, set_title
+from specbench.report.compare import Comparison, Group
+from specbench.report.plots import color, label, log2_axis, set_title
 from specbench.results.store import atomic_write
 
 # Run i draws with the i-th style (the base solid); colours stay the configurations'.

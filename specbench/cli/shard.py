@@ -13,14 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
+from specbench.cli.guard import fail
+from specbench.cli.options import cli_layer, sweep_signature
 from specbench.errors import ConfigError, UserError
-
-
-def _fail(message: str) -> None:
-    Console(stderr=True, soft_wrap=True).print(f"error: {message}", markup=False, highlight=False)
-    raise typer.Exit(2)
 
 
 def merge(
@@ -29,13 +25,12 @@ def merge(
 ) -> None:
     """Join shards of one run spec into one run directory (plot, report, regress and
     sweep --resume accept it); refuses shards that disagree or hold a point twice."""
-    from specbench import merge as merge_mod
+    from specbench.run import merge as merge_mod
 
     try:
         manifest = merge_mod.merge_runs(shards, out, sys.argv)
     except UserError as exc:
-        _fail(str(exc).strip())
-        return
+        fail(str(exc).strip())
     left = "" if manifest.status == "complete" else (
         f"; measure what is missing with: specbench sweep --resume {out}"
     )
@@ -70,7 +65,7 @@ def slurm(
 ) -> None:
     """Write a SLURM job: an array task per independent configuration, then a dependent job
     that merges them and measures the rest. Any specbench sweep option may follow."""
-    from specbench import slurm as slurm_mod
+    from specbench.run import slurm as slurm_mod
 
     try:
         cfg = _resolve_sweep_args(list(ctx.args), config_file, tune)
@@ -85,8 +80,7 @@ def slurm(
         )
         path = slurm_mod.write_job(cfg, job, out or target_shared / "job.sh", _shown_command())
     except UserError as exc:
-        _fail(str(exc).strip())
-        return
+        fail(str(exc).strip())
     tasks = slurm_mod.independent_configurations(cfg)
     print(f"job script: {path} ({len(tasks)} array task(s): {', '.join(tasks)})")
     print(f"submit with: bash {path}")
@@ -101,14 +95,25 @@ def _shown_command() -> list[str]:
     return ["specbench", *sys.argv[1:]]
 
 
+def _sweep_parser() -> Any:
+    """A command that only parses `specbench sweep`'s options (the same generated list)."""
+    parser = typer.Typer()
+
+    def sweep(**kwargs: Any) -> None:
+        """Parse only."""
+
+    sweep.__signature__ = sweep_signature()  # type: ignore[attr-defined]
+    parser.command()(sweep)
+    return typer.main.get_command(parser)
+
+
 def _resolve_sweep_args(args: list[str], config_file: Path | None, tune: bool) -> Any:
     """The run spec: the sweep options in `args` parsed by `specbench sweep`'s own options."""
-    from specbench import cli, presets
     from specbench import config as config_mod
+    from specbench import presets
 
-    sweep_command = typer.main.get_command(cli.app).commands["sweep"]  # type: ignore[attr-defined]
     try:
-        parsed = sweep_command.make_context("sweep", list(args)).params
+        parsed = _sweep_parser().make_context("sweep", list(args)).params
     except typer.TyperException as exc:  # click's usage errors, as typer ships click
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         raise ConfigError(f"{message}; see specbench sweep --help") from None
@@ -117,7 +122,7 @@ def _resolve_sweep_args(args: list[str], config_file: Path | None, tune: bool) -
             raise ConfigError(f"specbench slurm takes no {flag}; write the job for a new run")
     chosen = parsed.get("preset") or ("quick" if parsed.get("quick") else None)
     return config_mod.resolve(
-        cli.cli_layer(parsed),
+        cli_layer(parsed),
         preset=chosen,
         config_file=config_file or parsed.get("config_file"),
         base=presets.TUNE_LAYER if tune else None,

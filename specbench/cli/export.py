@@ -1,8 +1,8 @@
 """`specbench export RUN_DIR --format sglang|vllm|jsonl`: one JSON line per measured point.
 
-The records come from :mod:`specbench.export`; this module parses the options, writes the lines
-to stdout or (atomically) to ``--output``, and turns every user-caused problem (no such run, an
-unknown format or name, an unwritable output) into one line on stderr and exit code 2.
+The records come from :mod:`specbench.report.export`; this module parses the options, writes the
+lines to stdout or (atomically) to ``--output``, and turns every user-caused problem (no such
+run, an unknown format or name, an unwritable output) into one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from specbench.cli.guard import fail
 from specbench.errors import UserError
 
 FORMAT_HELP = (
@@ -20,12 +20,6 @@ FORMAT_HELP = (
     "--save-result object, one per line (as --append-result writes them); jsonl: specbench's "
     "summary row per point"
 )
-
-
-def _fail(exc: UserError) -> typer.Exit:
-    """Print a user error as the main CLI does (one line, `error: cause; fix`); exit 2."""
-    Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -62,8 +56,8 @@ def export(
 ) -> None:
     """Export one JSON record per measured point (JSONL) in SGLang's or vLLM's benchmark result
     schema, or as specbench's summary rows; the window's requests count, as in the summary."""
-    from specbench import export as export_mod
     from specbench import results
+    from specbench.report import export as export_mod
 
     try:
         fmt = export_mod.check_format(fmt)
@@ -73,7 +67,7 @@ def export(
         if output is not None:
             _write(output, text)
     except UserError as exc:
-        raise _fail(exc) from None
+        fail(str(exc))
     if output is None:
         typer.echo(text, nl=False)
     else:

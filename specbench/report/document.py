@@ -7,9 +7,9 @@ ratios (EAGLE-3 over the baseline and over its zero-step path), the zero-step ta
 efficiency of the one-threshold server and of the tuned schedule, the best K, acceptance, and
 any flags the measurement raised. report.md adds the figures, latency per level and
 configuration, request lengths and acceptance per prompt sub-category
-(:mod:`specbench.report_tables`), and what each flag means; report.html is the same blocks
-(:mod:`specbench.report_blocks`) as one self-contained page with the figures inside
-(:mod:`specbench.report_html`). Any set of configurations works (columns follow
+(:mod:`specbench.report.tables`), and what each flag means; report.html is the same blocks
+(:mod:`specbench.report.blocks`) as one self-contained page with the figures inside
+(:mod:`specbench.report.html`). Any set of configurations works (columns follow
 :func:`specbench.configurations.ordered`, with the short labels of :func:`plots.short_label`),
 and a table that would be wider than 100 columns is split in two. Everything comes from the
 run directory through :func:`specbench.results.load_run` and from :mod:`specbench.analysis`; a
@@ -31,10 +31,10 @@ from rich.table import Table
 from specbench.analysis import current_analysis, point_means
 from specbench.analysis.mix import chosen_threshold
 from specbench.metrics import explain_flag
-from specbench.plots import FIGURE_NAMES, label, order, plot_run, short_label
-from specbench.report_blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
-from specbench.report_html import HTML_FILE, figure_markup, render_html
-from specbench.report_tables import (
+from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
+from specbench.report.html import HTML_FILE, figure_markup, render_html
+from specbench.report.plots import FIGURE_NAMES, label, order, plot_run, short_label
+from specbench.report.tables import (
     acceptance_by_category,
     category_section,
     finished_requests,

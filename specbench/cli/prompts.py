@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench import prompts
+from specbench.cli.guard import fail
 from specbench.errors import UserError
 from specbench.prompts.stats import prompt_set_stats
 
@@ -27,12 +28,6 @@ prompts_app = typer.Typer(help="Prompt sets: list them, show statistics, validat
 def _console() -> Console:
     # Wide enough that paths and percentile columns do not wrap in CI logs and pasted output.
     return Console(width=120, highlight=False)
-
-
-def _fail(exc: UserError) -> typer.Exit:
-    """Print a user error as the main CLI does (one line, `error: cause; fix`); exit 2."""
-    Console(stderr=True, highlight=False).print(f"error: {exc}", markup=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 @prompts_app.command("list")
@@ -83,7 +78,7 @@ def stats(
     try:
         st = prompt_set_stats(prompts.load_prompt_set(name_or_file))
     except UserError as exc:
-        raise _fail(exc) from None
+        fail(str(exc))
     console = _console()
     console.print(f"{st.name}: {st.rows} rows -> {st.requests} requests ({st.source}, "
                   f"{_short(st.path)}, "

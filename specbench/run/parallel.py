@@ -34,10 +34,10 @@ from specbench.config import SweepConfig
 from specbench.configurations import ServerConfiguration
 from specbench.engines import make_engine
 from specbench.errors import UserError
-from specbench.progress import SweepProgress
 from specbench.results import PointKey, PointRecord, read_manifest
 from specbench.results.manifest import PlacementRecord, ServerRecord
-from specbench.sweep import Sweep, SweepError, SweepInterrupted, preflight, signals_raise
+from specbench.run.progress import SweepProgress
+from specbench.run.sweep import Sweep, SweepError, SweepInterrupted, preflight, signals_raise
 
 _POLL_S = 0.2
 _STOP_WAIT_S = 30.0

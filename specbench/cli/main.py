@@ -1,27 +1,23 @@
 """The `specbench` command: parse, build the config once, make one call into the library.
 
-The sweep's options are generated from the config schema (`config.py`: each field's CLI name,
-help text and help panel), so an option's name lives in one place. Every error a user can
-cause is a `UserError`; it ends as one line on stderr (`error: <cause>; <fix>`) and exit code
-2. An interrupted sweep exits 130 (SIGINT) or 128+signal.
+The sweep's options are generated from the config schema (`options.py`). Every error a user
+can cause is a `UserError`; it ends as one line on stderr (`error: <cause>; <fix>`, `guard.py`)
+and exit code 2. An interrupted sweep exits 130 (SIGINT) or 128+signal.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar, get_args, get_origin
+from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel
 from rich.console import Console
 
-from specbench import cli_text, presets
 from specbench import config as config_mod
-from specbench.errors import UserError
+from specbench import presets
+from specbench.cli.guard import guard
+from specbench.cli.options import cli_layer, sweep_signature
 
 app = typer.Typer(
     name="specbench",
@@ -35,122 +31,6 @@ reference_app = typer.Typer(
 )
 app.add_typer(reference_app, name="reference")
 
-T = TypeVar("T")
-_PANELS = {"server": "Server", "sim": "Simulator", "load": "Load"}
-_TOP_PANELS = {
-    "engine": "Server",
-    "modes": "Server",
-    "attach": "Server",
-    "threshold": "Server",
-    "max_point_retries": "Server",
-    "gpus": "Server",
-    "executor": "Server",
-    "ray_address": "Server",
-    "only_config": "Server",
-    "prompt_sets": "Load",
-    "concurrency": "Load",
-    "results_dir": "Output",
-    "run_name": "Output",
-}
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    Console(stderr=True, soft_wrap=True).print(f"error: {message}", markup=False, highlight=False)
-    raise typer.Exit(code)
-
-
-def _guard(fn: Callable[[], T]) -> T:
-    """Run a library call; user errors become one line and exit 2."""
-    try:
-        return fn()
-    except UserError as exc:
-        # Server failures carry the log's last lines after the first line; the rest is one line.
-        _fail(str(exc).strip())
-
-
-# ---------------------------------------------------------------------------------------------
-# `specbench sweep`: options generated from the schema.
-
-
-@dataclass(frozen=True)
-class _Option:
-    path: tuple[str, ...]  # ("load", "window_s")
-    flag: str  # "--window-s"
-    param: str  # "window_s"
-    python_type: Any
-    parse: str | None
-    help: str
-    panel: str
-    hidden: bool
-    envvar: str | None
-
-
-def _plain_type(annotation: Any) -> Any:
-    """The type typer parses an option's text as (optionals unwrapped, literals as str)."""
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    if get_origin(annotation) is not None and len(args) == 1 and get_origin(args[0]) is None:
-        return args[0]
-    if annotation in (int, float, bool, str, Path):
-        return annotation
-    return str
-
-
-def _schema_options() -> list[_Option]:
-    options: list[_Option] = []
-    sections: list[tuple[tuple[str, ...], type[BaseModel]]] = [((), config_mod.SweepConfig)]
-    sections += [((name,), model) for name, model in config_mod.SECTIONS.items()]
-    for prefix, model in sections:
-        for name, field in model.model_fields.items():
-            extra = field.json_schema_extra
-            if not isinstance(extra, dict) or not extra.get("cli"):
-                continue
-            flag = str(extra["cli"])
-            parse = extra.get("parse")
-            plain = _plain_type(field.annotation)
-            if parse in ("shlex_each", "attach"):
-                python_type: Any = list[str]
-            elif parse is None and plain in (int, float):
-                # Numbers arrive as text and are parsed here, so a bad one is one line naming
-                # the flag rather than click's usage box.
-                python_type, parse = str, plain.__name__
-            elif parse is not None:
-                python_type = str
-            else:
-                python_type = plain
-            panel = _PANELS.get(prefix[0], "") if prefix else _TOP_PANELS.get(name, "Options")
-            options.append(
-                _Option(
-                    path=(*prefix, name),
-                    flag=flag,
-                    param=flag.lstrip("-").replace("-", "_"),
-                    python_type=python_type,
-                    parse=str(parse) if parse else None,
-                    help=field.description or "",
-                    panel=panel,
-                    hidden=bool(extra.get("hidden")),
-                    envvar=str(extra["envvar"]) if extra.get("envvar") else None,
-                )
-            )
-    return options
-
-
-SWEEP_OPTIONS = _schema_options()
-
-
-def cli_layer(values: dict[str, Any]) -> dict[str, Any]:
-    """The options given on the command line as a nested plain-value layer of the config."""
-    layer: dict[str, Any] = {}
-    for opt in SWEEP_OPTIONS:
-        value = values.get(opt.param)
-        if value is None or value == []:
-            continue
-        plain = cli_text.parse_cli_text(opt.parse, value, opt.flag.lstrip("-"))
-        target = layer
-        for part in opt.path[:-1]:
-            target = target.setdefault(part, {})
-        target[opt.path[-1]] = plain
-    return layer
-
 
 def _run_sweep(
     *,
@@ -163,30 +43,30 @@ def _run_sweep(
     **values: Any,
 ) -> None:
     """Launch the servers, sweep concurrency, and leave a complete run directory."""
-    from specbench import plan, rundir
-    from specbench import sweep as sweep_mod
+    from specbench.run import execute, plan, rundir
+    from specbench.run import sweep as sweep_mod
 
-    cli_values = _guard(lambda: cli_layer(values))
+    cli_values = guard(lambda: cli_layer(values))
     chosen = preset or ("quick" if quick else None)
     if resume is not None:
-        cfg = _guard(
+        cfg = guard(
             lambda: rundir.resume_config(
                 resume, cli_values, preset=chosen, config_file=config_file
             )
         )
     else:
-        cfg = _guard(
+        cfg = guard(
             lambda: config_mod.resolve(
                 cli_values, preset=chosen, config_file=config_file, base=base
             )
         )
     console = Console()
     if dry_run:
-        _guard(lambda: plan.dry_run(cfg, console))
+        guard(lambda: plan.dry_run(cfg, console))
         return
     try:
-        _guard(
-            lambda: sweep_mod.run_sweep(cfg, console=console, command=sys.argv, resume=resume)
+        guard(
+            lambda: execute.run_sweep(cfg, console=console, command=sys.argv, resume=resume)
         )
     except sweep_mod.SweepInterrupted as exc:
         Console(stderr=True).print(
@@ -196,47 +76,12 @@ def _run_sweep(
         raise typer.Exit(exc.exit_code) from None
 
 
-def _sweep_signature() -> inspect.Signature:
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    params = [
-        inspect.Parameter(
-            opt.param,
-            keyword,
-            default=None,
-            annotation=Annotated[
-                opt.python_type | None,
-                typer.Option(
-                    opt.flag,
-                    help=opt.help,
-                    rich_help_panel=opt.panel,
-                    hidden=opt.hidden,
-                    envvar=opt.envvar,
-                    show_default=False,
-                ),
-            ],
-        )
-        for opt in SWEEP_OPTIONS
-    ]
-    fixed: list[tuple[str, Any, Any]] = [
-        ("config_file", Path | None, typer.Option("--config", help="TOML file with sweep options")),
-        ("resume", Path | None, typer.Option("--resume", help="continue this run directory")),
-        ("quick", bool, typer.Option("--quick", help="a short sweep for demos")),
-        ("preset", str | None, typer.Option("--preset", help="named option set: quick | ci")),
-        ("dry_run", bool, typer.Option("--dry-run", help="print server commands and the plan")),
-    ]
-    for name, kind, info in fixed:
-        default = False if kind is bool else None
-        annotation = Annotated[kind, info]  # type: ignore[valid-type]
-        params.append(inspect.Parameter(name, keyword, default=default, annotation=annotation))
-    return inspect.Signature(params)
-
-
 def sweep(**kwargs: Any) -> None:
     """Launch the servers, sweep concurrency, and leave a complete run directory."""
     _run_sweep(**kwargs)
 
 
-sweep.__signature__ = _sweep_signature()  # type: ignore[attr-defined]
+sweep.__signature__ = sweep_signature()  # type: ignore[attr-defined]
 app.command()(sweep)
 
 
@@ -246,7 +91,7 @@ def tune(**kwargs: Any) -> None:
     _run_sweep(base=presets.TUNE_LAYER, **kwargs)
 
 
-tune.__signature__ = _sweep_signature()  # type: ignore[attr-defined]
+tune.__signature__ = sweep_signature()  # type: ignore[attr-defined]
 app.command()(tune)
 
 
@@ -257,16 +102,16 @@ app.command()(tune)
 def _load(run_dir: Path) -> Any:
     from specbench import results
 
-    return _guard(lambda: results.load_run(run_dir))
+    return guard(lambda: results.load_run(run_dir))
 
 
 @app.command()
 def plot(run_dir: Path) -> None:
     """Write the figures (PNG and SVG) into RUN_DIR/plots."""
-    from specbench import plots
+    from specbench.report import plots
 
     run = _load(run_dir)
-    for path in _guard(lambda: plots.plot_run(run)):
+    for path in guard(lambda: plots.plot_run(run)):
         print(path)
 
 
@@ -274,14 +119,14 @@ def plot(run_dir: Path) -> None:
 def report(run_dir: Path) -> None:
     """Print the summary tables and write RUN_DIR/report.md."""
     from specbench import analysis, configurations
-    from specbench import report as report_mod
+    from specbench.report import document as report_mod
 
     run = _load(run_dir)
     if configurations.analyzable(run.modes):
-        _guard(lambda: analysis.write_analysis(run))
+        guard(lambda: analysis.write_analysis(run))
     console = Console()
     report_mod.render_terminal(run, console)
-    path = _guard(lambda: report_mod.write_report(run))
+    path = guard(lambda: report_mod.write_report(run))
     console.print(f"report: {path}")
 
 
@@ -299,10 +144,10 @@ def threshold(
     from specbench import analysis
 
     run = _load(run_dir)
-    found = _guard(lambda: analysis.write_analysis(run))
+    found = guard(lambda: analysis.write_analysis(run))
     print(analysis.threshold_summary(run))
     if write_adaptive_config is not None:
-        schedule = _guard(lambda: _chosen_schedule(run, found, prompt_set))
+        schedule = guard(lambda: _chosen_schedule(run, found, prompt_set))
         from specbench.engines.argv import write_adaptive_config as write_schedule
 
         write_schedule(write_adaptive_config, schedule)
@@ -385,7 +230,7 @@ def reference_update(
     from specbench import results
 
     run = _load(run_dir)
-    target = _guard(lambda: results.store_reference(run, reference_root / name))
+    target = guard(lambda: results.store_reference(run, reference_root / name))
     print(f"reference written: {target}")
 
 
@@ -404,7 +249,7 @@ def sim(ctx: typer.Context) -> None:
 
 
 def _add_prompts_app() -> None:
-    from specbench.prompts_cli import prompts_app
+    from specbench.cli.prompts import prompts_app
 
     app.add_typer(prompts_app, name="prompts")
 
@@ -414,9 +259,9 @@ _add_prompts_app()
 
 def _add_feature_commands() -> None:
     # Each lives with its feature and imports its heavy parts only when run.
-    from specbench.compare_cli import compare
-    from specbench.export_cli import export
-    from specbench.shard_cli import SLURM_CONTEXT, merge, slurm
+    from specbench.cli.compare import compare
+    from specbench.cli.export import export
+    from specbench.cli.shard import SLURM_CONTEXT, merge, slurm
 
     app.command()(compare)
     app.command()(export)

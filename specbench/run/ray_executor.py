@@ -19,10 +19,10 @@ from typing import Any
 
 from specbench.configurations import ServerConfiguration
 from specbench.errors import ConfigError
-from specbench.parallel import PORT_STRIDE, Runner, now_iso, run_worker
-from specbench.progress import SweepProgress
 from specbench.results.manifest import PlacementRecord
-from specbench.sweep import Sweep, SweepError
+from specbench.run.parallel import PORT_STRIDE, Runner, now_iso, run_worker
+from specbench.run.progress import SweepProgress
+from specbench.run.sweep import Sweep, SweepError
 
 _WAIT_S = 0.5
 _STOP_WAIT_S = 60.0

@@ -28,8 +28,8 @@ from specbench.analysis import current_analysis, point_means
 from specbench.analysis.curves import level
 from specbench.analysis.mix import chosen_threshold
 from specbench.errors import UserError
-from specbench.plots import label as mode_label
-from specbench.plots import order
+from specbench.report.plots import label as mode_label
+from specbench.report.plots import order
 from specbench.results import Run, load_run
 from specbench.stats import finite_or_none, geomean
 

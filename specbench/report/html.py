@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from specbench.report_blocks import Block, Bullets, Figure, Heading, Inline, Para, TableBlock
+from specbench.report.blocks import Block, Bullets, Figure, Heading, Inline, Para, TableBlock
 
 HTML_FILE = "report.html"
 _STYLE = """

@@ -1,0 +1,1 @@
+"""The `specbench` command: one module per command group, each a thin layer over the library."""

@@ -1,0 +1,79 @@
+"""Run (or continue) a sweep from a config: the run directory, the executor, the end.
+
+One node measures its configurations one server at a time (:class:`~specbench.run.sweep.Sweep`);
+several GPU slots (`--gpus`) run independent configurations side by side in worker processes
+(:mod:`specbench.run.parallel`), and `--executor ray` spreads them over a Ray cluster
+(:mod:`specbench.run.ray_executor`). This module picks one and owns what happens at the end
+whatever the outcome: servers stopped, manifest closed, summary rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from rich.console import Console
+
+from specbench import results
+from specbench.config import SweepConfig
+from specbench.engines import make_engine
+from specbench.results.manifest import RunStatus
+from specbench.run import rundir
+from specbench.run.parallel import ParallelRunner
+from specbench.run.plan import point_estimate_s
+from specbench.run.progress import SweepProgress
+from specbench.run.ray_executor import RayRunner
+from specbench.run.sweep import Sweep, SweepInterrupted, conclude, preflight, signals_raise
+
+
+def run_sweep(
+    cfg: SweepConfig, *, console: Console, command: list[str], resume: Path | None = None
+) -> Path:
+    """Run (or continue) a sweep; return the run directory."""
+    engine = make_engine(cfg)
+    sets = preflight(cfg, engine)
+    if resume is not None:
+        run_dir = resume
+        manifest = rundir.reopen(run_dir, sets)
+    else:
+        run_dir = rundir.new_run_dir(cfg)
+        manifest = rundir.create_manifest(run_dir, cfg, sets, command, engine)
+    console.print(f"run directory: {run_dir}")
+    sweep = Sweep(cfg, engine, sets, run_dir, manifest, console)
+    status: RunStatus = "failed"
+    try:
+        with signals_raise():
+            execute(sweep)
+        status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise SweepInterrupted("SIGINT", 130, run_dir) from None
+    except SweepInterrupted as exc:
+        status = "interrupted"
+        exc.run_dir = run_dir
+        raise
+    finally:
+        sweep.stop_server(grace_s=min(cfg.server.stop_grace_s, 8.0))
+        # On a full disk these writes fail too; the point files already written stay whole.
+        with contextlib.suppress(OSError):
+            manifest.finish(run_dir, status)
+        with contextlib.suppress(Exception):
+            results.rebuild_summary(run_dir)
+    conclude(run_dir, console)
+    return run_dir
+
+
+def execute(sweep: Sweep) -> None:
+    """Measure what is missing, on this node or over the configured GPU slots or Ray."""
+    cfg = sweep.cfg
+    progress = SweepProgress(sweep.console, total=sweep._planned(),
+                             point_estimate_s=point_estimate_s(cfg, sweep.engine),
+                             launch_estimate_s=sweep.engine.start_estimate_s)
+    with progress:
+        slots = cfg.gpu_slots()
+        if cfg.executor == "ray":
+            RayRunner(sweep, slots).run(progress)
+        elif len(slots) > 1:
+            ParallelRunner(sweep, slots).run(progress)
+        else:
+            sweep.run_configurations(cfg.configurations, progress)
