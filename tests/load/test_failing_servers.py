@@ -187,25 +187,32 @@ def test_a_slow_server_is_a_measurement(tmp_path: Path) -> None:
     assert row["n_errors"] == 0 and row["output_tok_s"] > 0
 
 
-def _restart_mid_window(srv: FakeSGLang, down_s: float) -> None:
-    """Once the sweep's point is under way (its cache flush came), crash and restart srv."""
-    deadline = time.monotonic() + 20
-    while srv.flushes < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(1.5)  # warmup 0.5 s, then into the window
-    assert srv.loop is not None
-    asyncio.run_coroutine_threadsafe(srv.restart(down_s), srv.loop)
+def _sweep_with_a_restart(tmp_path: Path, down_s: float, window_s: float
+                          ) -> tuple[int, str, str, str]:
+    """A sweep whose server crashes 1.5 s into its point (warmup 0.5 s, then into the window),
+    refuses connections for `down_s`, then serves again on the same port; and the server's URL."""
+    with fake_in_thread(FakeOptions(output_tokens=40)) as srv:
+
+        def crash() -> None:
+            deadline = time.monotonic() + 20
+            while srv.flushes < 1 and time.monotonic() < deadline:  # the point's cache flush
+                time.sleep(0.05)
+            time.sleep(1.5)
+            assert srv.loop is not None
+            asyncio.run_coroutine_threadsafe(srv.restart(down_s), srv.loop)
+
+        killer = threading.Thread(target=crash)
+        killer.start()
+        code, out, err = _sweep(tmp_path, srv.url, "--window-s", f"{window_s:g}")
+        killer.join()
+    return code, out, err, srv.url
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(LIMIT_S + 30)
 def test_a_server_restarted_within_a_point_keeps_it_flagged(tmp_path: Path) -> None:
     # Down 1 s: refused connections for less than the 3 s after which a server is gone.
-    with fake_in_thread(FakeOptions(output_tokens=40)) as srv:
-        killer = threading.Thread(target=_restart_mid_window, args=(srv, 1.0))
-        killer.start()
-        code, out, err = _sweep(tmp_path, srv.url, "--window-s", "4")
-        killer.join()
+    code, out, err, _ = _sweep_with_a_restart(tmp_path, down_s=1.0, window_s=4)
     assert code == 0, out[-2000:] + err[-2000:]
     assert "Traceback" not in out + err
     row = results.load_run(tmp_path / "res" / "run").summary.iloc[0]
@@ -217,14 +224,10 @@ def test_a_server_restarted_within_a_point_keeps_it_flagged(tmp_path: Path) -> N
 @pytest.mark.timeout(LIMIT_S + 30)
 def test_a_server_down_for_longer_is_gone_in_one_line(tmp_path: Path) -> None:
     # Down 8 s: past the 3 s after which a server is gone; an attached one is not restarted.
-    with fake_in_thread(FakeOptions(output_tokens=40)) as srv:
-        killer = threading.Thread(target=_restart_mid_window, args=(srv, 8.0))
-        killer.start()
-        code, out, err = _sweep(tmp_path, srv.url, "--window-s", "6")
-        killer.join()
+    code, out, err, url = _sweep_with_a_restart(tmp_path, down_s=8.0, window_s=6)
     assert code == 2, out[-2000:] + err[-2000:]
     line = _one_line(err)
-    assert f"went away mid-point; it stopped answering at {srv.url}" in line, line
+    assert f"went away mid-point; it stopped answering at {url}" in line, line
 
 
 @pytest.mark.slow
