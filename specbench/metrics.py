@@ -140,9 +140,11 @@ _ADVICE: dict[Flag, str] = {
         "or leave this level out."
     ),
     Flag.TOKEN_MISMATCH: (
-        "Token counts disagree: a final usage differed from the streamed cumulative count, or a "
-        "request finished for length with a count other than its max_tokens. Check the server "
-        "version and that it honours stream_options.continuous_usage_stats."
+        "Token counts disagree: a final usage differed from the streamed cumulative count, a "
+        "request finished for length with a count other than its max_tokens, or a stream "
+        "went past its max_tokens (a server that ignores the cap streams until the window "
+        "cuts it). Check the server version and that it honours max_tokens and "
+        "stream_options.continuous_usage_stats."
     ),
     Flag.ERROR_BUDGET: (
         "More requests failed in the window than the error budget allows; the throughput is "
@@ -472,9 +474,11 @@ def _flags(
                     and server.queued_mean >= max(1.0, QUEUE_FRACTION_MIN * c))
     if (server.retracted > 0 or queue_stayed) and server.running_mean < RUNNING_FRACTION_MIN * c:
         flags.append(Flag.RAN_BELOW_C)
-    if any(r.token_mismatch or (r.status == "ok" and (
-            r.completion_tokens > r.max_tokens
-            or (r.finish_reason == "length" and r.completion_tokens != r.max_tokens)))
+    # More tokens than asked for counts whatever the end: a stream that ignores its cap runs
+    # until the window cuts it.
+    if any(r.token_mismatch or r.completion_tokens > r.max_tokens or (
+            r.status == "ok" and r.finish_reason == "length"
+            and r.completion_tokens != r.max_tokens)
            for r in result.records):
         flags.append(Flag.TOKEN_MISMATCH)
     n_requests, n_errors = row["n_requests"], row["n_errors"]

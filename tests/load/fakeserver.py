@@ -31,7 +31,7 @@ from typing import Any
 from aiohttp import web
 
 FAULTS = ("http500", "truncate", "malformed", "error_event", "reset", "stall", "abort", "silent",
-          "html")
+          "html", "endless")
 DONE = b"data: [DONE]\n\n"
 
 
@@ -390,7 +390,8 @@ class FakeSGLang:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         self._running_changed(+1)
-        steps = Cadence(min(self.opts.output_tokens, fmt.max_tokens), self.opts.tokens_per_step)
+        cap = fmt.max_tokens if fault != "endless" else self.opts.output_tokens  # ignores it
+        steps = Cadence(min(self.opts.output_tokens, cap), self.opts.tokens_per_step)
         n, verify, total = 0, 0, steps.total
         try:
             while n < total:

@@ -73,6 +73,14 @@ def _sweep(tmp_path: Path, url: str, *extra: str) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def _quick_warmup(tmp_path: Path) -> Path:
+    """A config that caps the warmup at 1 s (60 s by default): requests that never end would
+    otherwise hold it that long."""
+    config = tmp_path / "quick.toml"
+    config.write_text("[load]\nwarmup_max_s = 1\n")
+    return config
+
+
 def _rate_per_user_s(srv: FakeSGLang) -> float:
     """Completion requests per user per second, over the span the server saw them."""
     t = srv.arrival_t
@@ -139,10 +147,8 @@ def test_streams_that_are_not_json_stop_with_one_line(tmp_path: Path) -> None:
 def test_a_server_that_never_answers_is_not_a_measurement(tmp_path: Path) -> None:
     # It accepts every request and sends nothing. The warmup waits for requests to end up to
     # load.warmup_max_s (60 s by default), then the window runs: that is the limit it costs.
-    config = tmp_path / "quick.toml"
-    config.write_text("[load]\nwarmup_max_s = 1\n")
     with fake_in_thread(FakeOptions(fault=lambda i: "silent")) as srv:
-        code, out, err = _sweep(tmp_path, srv.url, "--config", str(config))
+        code, out, err = _sweep(tmp_path, srv.url, "--config", str(_quick_warmup(tmp_path)))
     assert code == 2, out[-2000:] + err[-2000:]
     line = _one_line(err)
     assert f"the server sent no token to any of {USERS} requests" in line, line
@@ -154,10 +160,8 @@ def test_a_server_that_never_answers_is_not_a_measurement(tmp_path: Path) -> Non
 @pytest.mark.timeout(LIMIT_S + 30)
 def test_streams_that_stall_for_good_are_not_a_measurement(tmp_path: Path) -> None:
     # Every stream stops half-way and never ends: tokens came in the warmup, none in the window.
-    config = tmp_path / "quick.toml"
-    config.write_text("[load]\nwarmup_max_s = 1\n")
     with fake_in_thread(FakeOptions(fault=lambda i: "stall", output_tokens=40)) as srv:
-        code, out, err = _sweep(tmp_path, srv.url, "--config", str(config))
+        code, out, err = _sweep(tmp_path, srv.url, "--config", str(_quick_warmup(tmp_path)))
     assert code == 2, out[-2000:] + err[-2000:]
     assert f"the server sent no token to any of {USERS} requests" in _one_line(err)
 
@@ -185,6 +189,20 @@ def test_a_slow_server_is_a_measurement(tmp_path: Path) -> None:
     assert code == 0, out[-2000:] + err[-2000:]
     row = results.load_run(tmp_path / "res" / "run").summary.iloc[0]
     assert row["n_errors"] == 0 and row["output_tok_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_streams_that_ignore_max_tokens_are_flagged(tmp_path: Path) -> None:
+    # Each stream goes on past its max_tokens (a million tokens): the window cuts them all.
+    opts = FakeOptions(fault=lambda i: "endless", output_tokens=1_000_000)
+    with fake_in_thread(opts) as srv:
+        code, out, err = _sweep(tmp_path, srv.url, "--config", str(_quick_warmup(tmp_path)))
+    assert code == 0, out[-2000:] + err[-2000:]
+    assert "Traceback" not in out + err
+    row = results.load_run(tmp_path / "res" / "run").summary.iloc[0]
+    assert row["output_tok_s"] > 0
+    assert {"token_mismatch", "too_few_requests"} <= set(row["flags"].split(";"))
 
 
 def _sweep_with_a_restart(tmp_path: Path, down_s: float, window_s: float
