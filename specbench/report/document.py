@@ -42,6 +42,7 @@ from specbench.report.tables import (
     length_section,
 )
 from specbench.results import Run
+from specbench.results.manifest import gpu_time
 from specbench.results.store import atomic_write
 from specbench.stats import finite_or_none
 
@@ -280,6 +281,12 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
             console.print(f"  {line}", highlight=False)
         for note in _notes(set_result or {}):
             console.print(f"  [yellow]note:[/] {note}")
+    gpu_rows = gpu_time_rows(run)
+    if gpu_rows:
+        spent = ", ".join(f"{r[0]} {r[-1]}" for r in gpu_rows[:-1])
+        total = gpu_rows[-1]
+        console.print(f"GPU time: {total[-1]} GPU-min ({spent}), {total[3]} of them in "
+                      f"{total[2]} launch(es)", highlight=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,6 +403,44 @@ def _run_section(run: Run) -> list[Block]:
                           for name, value in facts if value not in (None, "")))]
 
 
+def gpu_time_rows(run: Run) -> list[tuple[str, ...]]:
+    """Per configuration, then in all: GPUs, launches, launch and point GPU time (empty for a
+    run made before specbench recorded GPU time)."""
+    spent = gpu_time(run.manifest)
+
+    def minutes(gpu_s: float) -> str:
+        return f"{gpu_s / 60:.1f}"
+
+    rows: list[tuple[str, ...]] = [
+        (name, str(t.gpus), str(t.launches), minutes(t.launch_gpu_s), str(t.points),
+         minutes(t.point_gpu_s), minutes(t.total_gpu_s))
+        for name, t in spent.items()]
+    if rows:
+        times = spent.values()
+        rows.append(("all", "", str(sum(t.launches for t in times)),
+                     minutes(sum(t.launch_gpu_s for t in times)),
+                     str(sum(t.points for t in times)),
+                     minutes(sum(t.point_gpu_s for t in times)),
+                     minutes(sum(t.total_gpu_s for t in times))))
+    return rows
+
+
+GPU_TIME_HEADERS = ("configuration", "GPUs", "launches", "launch GPU-min", "points",
+                    "point GPU-min", "GPU-min")
+
+
+def _gpu_section(run: Run) -> list[Block]:
+    rows = gpu_time_rows(run)
+    if not rows:
+        return []
+    note = ("GPU time each configuration held: its launches (command to ready), and its points "
+            "(cache flush, warmup, window, scrapes), times its GPUs.")
+    if run.manifest.config.engine == "sim":
+        note += (" On the simulator, points count in simulated GPU time and launches in the "
+                 "simulator's own start-up time.")
+    return [Heading(2, "GPU time"), Para(plain(note)), table(GPU_TIME_HEADERS, rows)]
+
+
 def _figures_section(run: Run, figure_names: list[str], plot_error: str | None) -> list[Block]:
     if not figure_names and not plot_error:
         return []
@@ -427,7 +472,8 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
     out += latency_section(run)
     out += length_section(run, requests_by_set)
     out += category_section(run, requests_by_set)
-    out += [Heading(2, "Flags"), *_flags_section(run), Heading(2, "Run"), *_run_section(run)]
+    out += [Heading(2, "Flags"), *_flags_section(run), *_gpu_section(run), Heading(2, "Run"),
+            *_run_section(run)]
     return out
 
 

@@ -11,6 +11,7 @@ refuses another version instead of guessing.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +69,9 @@ class ServerRecord(_Record):
     # How the text-in protocols rendered prompts ("specbench" or the model's chat template);
     # None on openai-chat, where the server applies its own template.
     prompt_renderer: str | None = None
+    # Wall seconds of each launch of this configuration's server, from the command to ready
+    # and verified, restarts and resumed runs included (the simulator's are its own start-up).
+    launch_s: list[float] = Field(default_factory=list)
 
 
 class ThresholdRecord(_Record):
@@ -86,6 +90,9 @@ class PointRecord(_Record):
     # Whether /flush_cache emptied the cache before the point, and what the server said.
     cache_flushed: bool | None = None
     flush_detail: str | None = None
+    # GPU seconds the point held its server, every attempt from the cache flush to the last
+    # scrape: wall seconds x the time scale (the simulator's) x the server's GPUs.
+    gpu_s: float | None = None
 
 
 class PlacementRecord(_Record):
@@ -177,3 +184,38 @@ def _schema_version(text: str) -> object:
             f"manifest.json is not JSON ({exc}); the run directory is damaged"
         ) from None
     return raw.get("schema_version") if isinstance(raw, dict) else None
+
+
+@dataclass(frozen=True)
+class GpuTime:
+    """What one configuration cost in GPU time: its launches and its points."""
+
+    gpus: int  # per server (--tp-size)
+    launches: int
+    launch_gpu_s: float
+    points: int
+    point_gpu_s: float
+
+    @property
+    def total_gpu_s(self) -> float:
+        return self.launch_gpu_s + self.point_gpu_s
+
+
+def gpu_time(manifest: Manifest) -> dict[str, GpuTime]:
+    """GPU time per configuration, from what the sweep recorded (empty for runs made before
+    specbench recorded it)."""
+    gpus = manifest.config.server.tp_size
+    point_s: dict[str, list[float]] = {}
+    for label, point in manifest.points.items():
+        if point.gpu_s is not None:
+            point_s.setdefault(label.split("/", 1)[0], []).append(point.gpu_s)
+    out = {}
+    for name in [*manifest.servers, *(n for n in point_s if n not in manifest.servers)]:
+        server = manifest.servers.get(name)
+        launches = server.launch_s if server else []
+        if not launches and name not in point_s:
+            continue
+        out[name] = GpuTime(gpus=gpus, launches=len(launches), launch_gpu_s=sum(launches) * gpus,
+                            points=len(point_s.get(name, [])),
+                            point_gpu_s=sum(point_s.get(name, [])))
+    return out

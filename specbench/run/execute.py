@@ -17,7 +17,7 @@ from rich.console import Console
 from specbench import results
 from specbench.config import SweepConfig
 from specbench.engines import make_engine
-from specbench.results.manifest import RunStatus
+from specbench.results.manifest import RunStatus, gpu_time
 from specbench.run import rundir
 from specbench.run.parallel import ParallelRunner
 from specbench.run.plan import point_estimate_s
@@ -69,6 +69,7 @@ def execute(sweep: Sweep) -> None:
     progress = SweepProgress(sweep.console, total=sweep._planned(),
                              point_estimate_s=point_estimate_s(cfg, sweep.engine),
                              launch_estimate_s=sweep.engine.start_estimate_s)
+    progress.gpu_spent_s = lambda: sum(t.total_gpu_s for t in gpu_time(sweep.manifest).values())
     with progress:
         slots = cfg.gpu_slots()
         if cfg.executor == "ray":

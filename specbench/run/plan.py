@@ -62,6 +62,14 @@ def estimate_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
     return n_points * point_estimate_s(cfg, engine) + launches * engine.start_estimate_s
 
 
+def estimate_gpu_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
+    """GPU seconds the plan holds servers for, counted as the manifest counts them (points in
+    the engine's time, launches in wall time), times each server's GPUs."""
+    point_gpu_s = point_estimate_s(cfg, engine) * engine.time_scale
+    launches = len(cfg.configurations)
+    return (n_points * point_gpu_s + launches * engine.start_estimate_s) * cfg.server.tp_size
+
+
 def dry_run(cfg: SweepConfig, console: Console) -> None:
     """Print the server commands and the plan; launch nothing."""
     engine = make_engine(cfg)
@@ -85,4 +93,6 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
             f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
         )
     minutes = estimate_s(cfg, engine, n_points) / 60
-    console.print(f"{n_points} points in all; estimated {minutes:.1f} min")
+    gpu_minutes = estimate_gpu_s(cfg, engine, n_points) / 60
+    console.print(f"{n_points} points in all; estimated {minutes:.1f} min, "
+                  f"{gpu_minutes:.1f} GPU-min")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -96,7 +96,10 @@ class _EtaColumn(ProgressColumn):
         self.owner = owner
 
     def render(self, task: Task) -> Text:
-        return Text(f"ETA {format_duration(self.owner.left_s(task))}", style="cyan")
+        text = f"ETA {format_duration(self.owner.left_s(task))}"
+        if self.owner.gpu_spent_s is not None:
+            text += f" · {self.owner.gpu_spent_s() / 60:.1f} GPU-min spent"
+        return Text(text, style="cyan")
 
 
 class _Display(Progress):
@@ -119,6 +122,8 @@ class SweepProgress:
         self.eta = Eta(point_estimate_s, launch_estimate_s)
         self.launches_left = 0
         self.parallel = 1  # servers measuring side by side (--gpus)
+        # GPU seconds the run has spent so far (launches and points, from its manifest).
+        self.gpu_spent_s: Callable[[], float] | None = None
         self._launch: tuple[Path | None, float] | None = None
         self._point: tuple[LiveView, float] | None = None
         self._progress = _Display(

@@ -16,6 +16,7 @@ import dataclasses
 import math
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -272,13 +273,22 @@ class Sweep:
         label: str | None,
     ) -> Server:
         """Start a configuration's server; record it for `names` (None: a restart)."""
+        t0 = time.monotonic()
         self.server = self.engine.start(config, schedule, self.run_dir, label)
+        launch = [*self._launches(config.name), time.monotonic() - t0]
+        previous = self.manifest.servers.get(config.name)
         if names is None:
+            if previous is not None:
+                self.store_server(config.name, previous.model_copy(update={"launch_s": launch}))
             return self.server
         check_context(self.server.info, {n: self.sets[n] for n in names})
-        previous = self.manifest.servers.get(config.name)
-        self.store_server(config.name, self.server.record(names, previous))
+        record = self.server.record(names, previous).model_copy(update={"launch_s": launch})
+        self.store_server(config.name, record)
         return self.server
+
+    def _launches(self, name: str) -> list[float]:
+        server = self.manifest.servers.get(name)
+        return list(server.launch_s) if server else []
 
     def store_server(self, name: str, record: ServerRecord) -> None:
         """Record a started server (a parallel worker sends it to the manifest's owner)."""
@@ -414,10 +424,12 @@ class Sweep:
         # Messages of failed attempts stay in the manifest after a successful retry, so a point
         # measured on a restarted server says so (and where the crash is logged).
         errors: list[str] = []
+        earlier_gpu_s = 0.0  # held by earlier attempts (a restart's launch is a launch)
         while True:
             attempts += 1
             server = self.server
             assert server is not None
+            started = time.monotonic()
             flush = server.flush_cache()
             if not flush.ok:
                 self.console.print(
@@ -425,12 +437,14 @@ class Sweep:
                 )
             spec = dataclasses.replace(self._point_spec(key, server), live=live)
             result = run_load(spec, self.cfg.load.client_procs)
+            held_gpu_s = earlier_gpu_s + self._gpu_s(started, server)
             alive = not result.server_gone and server.alive()
             said = failed_requests(result) if alive else None
             if said is not None:
                 message = f"{key.label}: {said}"
                 self._set_point(key, PointRecord(status="failed", attempts=attempts,
-                                                 error=message, errors=[*errors, message]))
+                                                 error=message, errors=[*errors, message],
+                                                 gpu_s=held_gpu_s))
                 where = f"its log {server.log_path}" if server.log_path else server.base_url
                 raise SweepError(
                     f"{message}; fix the {key.mode} server ({where}), then continue with: "
@@ -443,6 +457,7 @@ class Sweep:
                     errors=errors,
                     cache_flushed=flush.ok,
                     flush_detail=flush.detail,
+                    gpu_s=held_gpu_s,
                 )
                 self._record_point(key, server, result, record)
                 return
@@ -452,7 +467,8 @@ class Sweep:
                    else f"it stopped answering at {server.base_url}")
             )
             errors.append(message)
-            failed = PointRecord(status="failed", attempts=attempts, error=message, errors=errors)
+            failed = PointRecord(status="failed", attempts=attempts, error=message, errors=errors,
+                                 gpu_s=held_gpu_s)
             self._set_point(key, failed)
             self.console.print(f"[red]error:[/] {message}")
             if not self.engine.can_restart or attempts > self.cfg.max_point_retries:
@@ -461,8 +477,13 @@ class Sweep:
                     f"continue with: specbench sweep --resume {self.run_dir}"
                 )
             self.console.print(f"restarting the {key.mode} server (attempt {attempts + 1})")
+            earlier_gpu_s = held_gpu_s
             self.stop_server()
             self._start(server.config, server.schedule, None, server.label)
+
+    def _gpu_s(self, since: float, server: Server) -> float:
+        """GPU seconds a server has been held since `since`: wall x time scale x its GPUs."""
+        return (time.monotonic() - since) * server.time_scale * self.cfg.server.tp_size
 
     def _record_point(
         self, key: PointKey, server: Server, result: runner.PointResult, record: PointRecord

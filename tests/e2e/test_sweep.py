@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from specbench import results
+from specbench.results.manifest import gpu_time
 from tests.harness import (
     assert_no_process_left,
     cli_env,
@@ -67,6 +68,19 @@ def test_the_default_sweep_end_to_end(tmp_path: Path, port: int) -> None:
             run.summary.query("mode == 'dynamic' and prompt_set == @name")["concurrency"]
         )
         assert straddle <= measured
+    # GPU time: one launch per server, every point's share; the report tabulates it.
+    spent = gpu_time(run.manifest)
+    assert set(spent) == {"baseline", "eagle3", "zero-step", "dynamic"}
+    points = run.summary.groupby("mode").size()
+    for name, t in spent.items():
+        assert t.gpus == 1 and t.launches >= 1 and t.launch_gpu_s > 0
+        assert t.points == points[name]
+        # A point holds its server at least for its warmup and window (simulated seconds).
+        assert t.point_gpu_s >= t.points * (run.manifest.config.load.warmup_s
+                                            + run.manifest.config.load.window_s)
+    report = (run_dir / "report.md").read_text()
+    assert "## GPU time" in report and "| all |" in report
+    assert "GPU-min" in proc.stdout
     assert_no_process_left(port)
 
 
@@ -118,6 +132,9 @@ def test_server_crash_is_retried_with_a_restart(tmp_path: Path, port: int) -> No
     run_dir = tmp_path / "res" / "run"
     assert point_keys(run_dir) == [("baseline", "coding", c, 0) for c in (1, 4, 16)]
     assert "restarting the baseline server" in proc.stdout
+    # Each restart is a launch of its own in the GPU-time account.
+    restarts = proc.stdout.count("restarting the baseline server")
+    assert len(results.load_run(run_dir).manifest.servers["baseline"].launch_s) == 1 + restarts
 
 
 @pytest.mark.parametrize(
