@@ -1,7 +1,7 @@
 """`specbench merge` and `specbench slurm`: a run measured in shards, and joined again.
 
-Both are registered by `cli.py`; what they do lives in `merge.py` and `slurm.py`, imported only
-when a command runs.
+Both are registered by `main.py`; what they do lives in `run/merge.py` and `run/slurm.py`,
+imported only when a command runs.
 """
 
 from __future__ import annotations
