@@ -268,6 +268,19 @@ class SweepConfig(_Section):
         parse="threshold",
         ge=1,
     )
+    plan: Literal["dense", "adaptive"] = option(
+        "dense",
+        "dense: every level on every server; adaptive: a coarse grid first, then grid levels "
+        "placed inside each crossing's bracket (run/adaptive.py)",
+        cli="--plan",
+    )
+    budget_gpu_min: float | None = option(
+        None,
+        "adaptive plan: place no more levels once the run has spent this many GPU-minutes "
+        "(the coarse grid is always measured)",
+        cli="--budget-gpu-min",
+        gt=0,
+    )
     server: ServerConfig = ServerConfig()
     sim: SimConfig = SimConfig()
     load: LoadConfig = LoadConfig()
@@ -369,6 +382,19 @@ class SweepConfig(_Section):
         if self.gpus and len(self.gpus) < tp:
             raise ConfigError(f"--gpus {','.join(map(str, self.gpus))}: fewer GPUs than one "
                               f"server's --tp-size {tp}; give at least {tp}")
+        return self
+
+    @model_validator(mode="after")
+    def _adaptive_on_one_node(self) -> SweepConfig:
+        if self.plan != "adaptive":
+            if self.budget_gpu_min is not None:
+                raise ConfigError("--budget-gpu-min limits the adaptive plan's extra levels; "
+                                  "add --plan adaptive or drop --budget-gpu-min")
+            return self
+        if self.executor == "ray" or len(self.gpu_slots()) > 1 or self.only_config:
+            raise ConfigError("--plan adaptive places levels from the analysis of every "
+                              "configuration, one server at a time: drop --gpus, --executor "
+                              "ray and --only-config, or use --plan dense")
         return self
 
     def gpu_slots(self) -> list[tuple[int, ...]]:

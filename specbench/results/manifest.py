@@ -120,6 +120,8 @@ class Manifest(_Record):
     threshold: ThresholdRecord | None = None
     # The tuned server's steps per batch-size slot, per prompt set (`specbench tune`).
     tuned: dict[str, dict[str, int]] = Field(default_factory=dict)
+    # Levels the adaptive plan added after its coarse grid, per prompt set (--plan adaptive).
+    refined: dict[str, list[int]] = Field(default_factory=dict)
     started_at: str
     ended_at: str | None = None
     status: RunStatus = "running"

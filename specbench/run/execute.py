@@ -18,7 +18,7 @@ from specbench import results
 from specbench.config import SweepConfig
 from specbench.engines import make_engine
 from specbench.results.manifest import RunStatus, gpu_time
-from specbench.run import rundir
+from specbench.run import adaptive, rundir
 from specbench.run.parallel import ParallelRunner
 from specbench.run.plan import point_estimate_s
 from specbench.run.progress import SweepProgress
@@ -76,5 +76,11 @@ def execute(sweep: Sweep) -> None:
             RayRunner(sweep, slots).run(progress)
         elif len(slots) > 1:
             ParallelRunner(sweep, slots).run(progress)
+        elif cfg.plan == "adaptive":
+            static = [c for c in cfg.configurations if not cfg.waits_for_analysis(c)]
+            sweep.run_configurations(static, progress)
+            adaptive.refine(sweep, static, progress)
+            sweep.run_configurations(
+                [c for c in cfg.configurations if cfg.waits_for_analysis(c)], progress)
         else:
             sweep.run_configurations(cfg.configurations, progress)

@@ -6,6 +6,7 @@ The dry run prints this plan with every server command and launches nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -14,14 +15,20 @@ from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, make_engine
 from specbench.engines.base import adaptive_path
+from specbench.run.adaptive import coarse_levels
 
 
 def levels_for(
-    config: ServerConfiguration, cfg: SweepConfig, schedule: Schedule | None
+    config: ServerConfiguration,
+    cfg: SweepConfig,
+    schedule: Schedule | None,
+    refined: Sequence[int] = (),
 ) -> list[int]:
-    """The sweep's levels, plus a threshold server's levels around its threshold (T-1, T, T+1:
-    batch sizes just below, at and just above the switch)."""
-    levels = set(cfg.concurrency)
+    """The sweep's levels (the adaptive plan's coarse grid and the levels it `refined`), plus a
+    threshold server's levels around its threshold (T-1, T, T+1: batch sizes just below, at
+    and just above the switch)."""
+    grid = coarse_levels(cfg.concurrency) if cfg.plan == "adaptive" else cfg.concurrency
+    levels = set(grid) | set(refined)
     threshold = schedule.threshold if schedule else None
     if config.adaptive == "threshold" and threshold is not None and threshold > 1:
         from specbench import analysis
@@ -91,6 +98,13 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
         console.print(
             f"  {n} points: prompt sets {','.join(cfg.measured_sets)} x concurrency "
             f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
+        )
+    if cfg.plan == "adaptive":
+        budget = f", until {cfg.budget_gpu_min:g} GPU-min" if cfg.budget_gpu_min else ""
+        console.print(
+            "  adaptive plan: the coarse levels above first; then, after each analysis, the "
+            "grid levels inside each crossing's bracket, on every static server"
+            f"{budget} (not counted below)"
         )
     minutes = estimate_s(cfg, engine, n_points) / 60
     gpu_minutes = estimate_gpu_s(cfg, engine, n_points) / 60

@@ -216,7 +216,7 @@ class Sweep:
         return [
             PointKey(config.name, name, c, r)
             for name in names
-            for c in levels_for(config, self.cfg, schedule)
+            for c in levels_for(config, self.cfg, schedule, self.manifest.refined.get(name, []))
             for r in range(self.cfg.load.repeats)
         ]
 
@@ -226,7 +226,8 @@ class Sweep:
         for config in self.cfg.configurations:
             known = self._known_schedules(config)
             for name in self.sets:
-                levels = levels_for(config, self.cfg, known.get(name))
+                levels = levels_for(config, self.cfg, known.get(name),
+                                    self.manifest.refined.get(name, []))
                 total += len(levels) * self.cfg.load.repeats
         return total
 
@@ -333,7 +334,7 @@ class Sweep:
         self.manifest.save(self.run_dir)
         return dict(record.per_prompt_set)
 
-    def _analysis(self) -> dict[str, Any]:
+    def analysis(self) -> dict[str, Any]:
         from specbench import analysis
 
         results.rebuild_summary(self.run_dir)
@@ -342,7 +343,7 @@ class Sweep:
     def _thresholds_from_crossovers(self, names: list[str]) -> ThresholdRecord:
         """Each set's one-server threshold: where EAGLE-3 meets the zero-step curve (what the
         dynamic server switches to). Without a zero-step curve, where it meets the baseline."""
-        found = self._analysis()
+        found = self.analysis()
         per_set: dict[str, int] = {}
         for name in names:
             entry = found["prompt_sets"][name]
@@ -367,7 +368,7 @@ class Sweep:
         slots), chosen once from the measured static curves and kept in the manifest."""
         if all(name in self.manifest.tuned for name in self.sets):
             return
-        found = self._analysis()
+        found = self.analysis()
         for name in self.sets:
             schedule = (found["prompt_sets"][name].get("schedule") or {}).get("slots")
             if not schedule:

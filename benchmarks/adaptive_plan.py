@@ -1,0 +1,134 @@
+"""The adaptive plan against the dense grid: GPU-seconds and decisions over prompt-order seeds.
+
+For each seed the same sweep runs twice on the simulator, `--plan dense` and `--plan adaptive`
+(default grid 1..250, coding and agentic; by default the static servers only, which are what
+both decisions are computed from: add `--modes ...,dynamic` to count the dynamic server too).
+Each run's seed is both its prompt-order seed and its simulator seed. The table gives, per
+prompt set and decision (c*: EAGLE-3 over the baseline; T: EAGLE-3 over its zero-step path):
+
+- median GPU-seconds per run of each plan (points and launches, as the manifest counts them);
+- how many seeds' adaptive decision lies in the same seed's dense 95% interval;
+- how many adaptive intervals contain the dense plan's median decision over the seeds.
+
+Targets (issue 26): adaptive GPU-seconds <= 50% of dense; >= 8 of 10 seeds inside; >= 80%
+containment. One seed pair takes about 7 minutes on the 2-core machine.
+
+    python3 benchmarks/adaptive_plan.py --seeds 10
+    python3 benchmarks/adaptive_plan.py --reuse       # re-read the runs already in --out
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specbench.results.manifest import gpu_time, read_manifest  # noqa: E402
+
+DECISIONS = (("plain_server", "c*"), ("one_server", "T"))
+
+
+def run(out: Path, plan: str, seed: int, modes: str, port: int) -> Path:
+    run_dir = out / f"{plan}-s{seed}"
+    if (run_dir / "analysis.json").exists():
+        return run_dir
+    cmd = [sys.executable, "-m", "specbench", "sweep", "--plan", plan, "--modes", modes,
+           "--seed", str(seed), "--sim-seed", str(seed), "--results-dir", str(out),
+           "--run-name", run_dir.name, "--port", str(port)]
+    if run_dir.exists():
+        cmd = [sys.executable, "-m", "specbench", "sweep", "--resume", str(run_dir),
+               "--port", str(port)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+    return run_dir
+
+
+def decisions(run_dir: Path) -> dict[tuple[str, str], tuple[float, float, float] | None]:
+    analysis = json.loads((run_dir / "analysis.json").read_text())
+    out: dict[tuple[str, str], tuple[float, float, float] | None] = {}
+    for name, entry in analysis["prompt_sets"].items():
+        for field, shown in DECISIONS:
+            d = entry.get(field) or {}
+            c, interval = d.get("crossover_concurrency"), d.get("interval")
+            ok = d.get("outcome") == "crossover" and c is not None and interval
+            out[(name, shown)] = (c, *interval) if ok else None
+    return out
+
+
+def gpu_s(run_dir: Path, launch_gpu_s: float | None = None) -> float:
+    """A run's GPU-seconds as its manifest counts them; with `launch_gpu_s`, each launch is
+    charged that much instead of the simulator's own (about a second)."""
+    spent = gpu_time(read_manifest(run_dir)).values()
+    if launch_gpu_s is None:
+        return sum(t.total_gpu_s for t in spent)
+    return sum(t.point_gpu_s + t.launches * launch_gpu_s * t.gpus for t in spent)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--modes", default="baseline,eagle3,zero-step")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/specbench-adaptive"))
+    parser.add_argument("--port", type=int, default=31870)
+    parser.add_argument("--reuse", action="store_true", help="only read runs already in --out")
+    parser.add_argument("--launch-gpu-s", type=float, default=88.0,
+                        help="a real launch's GPU-seconds for the second accounting (default: "
+                        "the dynamic server's launch in results/gpu/h200-*, the bundle warm)")
+    args = parser.parse_args()
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    pairs = []
+    for seed in seeds:
+        dirs = {}
+        for plan in ("dense", "adaptive"):
+            path = args.out / f"{plan}-s{seed}"
+            if args.reuse and not (path / "analysis.json").exists():
+                break
+            dirs[plan] = path if args.reuse else run(args.out, plan, seed, args.modes, args.port)
+            print(f"seed {seed} {plan}: {gpu_s(dirs[plan]):.0f} GPU-s", flush=True)
+        if len(dirs) == 2:
+            pairs.append((seed, {p: (gpu_s(d), decisions(d), gpu_s(d, args.launch_gpu_s))
+                                 for p, d in dirs.items()}))
+    if not pairs:
+        print("no finished pairs")
+        return 1
+    dense_s = statistics.median(p["dense"][0] for _, p in pairs)
+    adaptive_s = statistics.median(p["adaptive"][0] for _, p in pairs)
+    n = len(pairs)
+    print(f"\n{n} seeds ({', '.join(str(s) for s, _ in pairs)}); modes {args.modes}")
+    print(f"median GPU-s per run: dense {dense_s:.0f}, adaptive {adaptive_s:.0f} "
+          f"({adaptive_s / dense_s:.0%} of dense)")
+    real_dense = statistics.median(p["dense"][2] for _, p in pairs)
+    real_adaptive = statistics.median(p["adaptive"][2] for _, p in pairs)
+    print(f"with each launch charged {args.launch_gpu_s:g} GPU-s (a real one): dense "
+          f"{real_dense:.0f}, adaptive {real_adaptive:.0f} ({real_adaptive / real_dense:.0%})")
+    print(f"{'set':8s} {'dec':3s} {'dense median':>12s} {'adaptive median':>15s} "
+          f"{'in dense 95%':>12s} {'contain dense median':>20s}")
+    failed = adaptive_s > 0.5 * dense_s
+    keys = sorted({k for _, p in pairs for k in p["dense"][1]})
+    for key in keys:
+        dense = [p["dense"][1].get(key) for _, p in pairs]
+        adapt = [p["adaptive"][1].get(key) for _, p in pairs]
+        found = [d[0] for d in dense if d]
+        if not found:
+            print(f"{key[0]:8s} {key[1]:3s} no crossing in the dense runs")
+            continue
+        median = statistics.median(found)
+        inside = sum(1 for d, a in zip(dense, adapt, strict=True)
+                     if d and a and d[1] <= a[0] <= d[2])
+        contain = sum(1 for a in adapt if a and a[1] <= median <= a[2])
+        a_found = [a[0] for a in adapt if a]
+        a_median = f"{statistics.median(a_found):.1f}" if a_found else "-"
+        print(f"{key[0]:8s} {key[1]:3s} {median:12.1f} {a_median:>15s} {inside:>9d}/{n} "
+              f"{contain:>17d}/{n}")
+        failed |= inside < 0.8 * n or contain < 0.8 * n
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
