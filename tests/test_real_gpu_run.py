@@ -67,3 +67,22 @@ def test_analysis_and_report_rerun_on_the_real_run(rerun: Path) -> None:
     assert 4 < c_star < 16 and low <= c_star <= high
     assert math.isfinite(low) and math.isfinite(high)
     assert (rerun / "report.html").stat().st_size > 0
+
+
+def test_thresholds_name_the_prompt_lengths_they_hold_for(rerun: Path) -> None:
+    analysis = json.loads((rerun / "analysis.json").read_text())
+    spreads = {n: analysis["prompt_sets"][n]["prompt_tokens"] for n in ("coding", "agentic")}
+    for spread in spreads.values():
+        assert spread["min"] <= spread["p50"] <= spread["p90"] <= spread["max"]
+        assert spread["n_requests"] > 100
+    # The real tokenizer counted about 3.7k tokens per agentic prompt, 0.9k per coding prompt.
+    assert spreads["agentic"]["p50"] > 2 * spreads["coding"]["p50"]
+    done = run_cli(["threshold", str(rerun), "--write-adaptive-config", str(rerun / "t.json"),
+                    "--prompt-set", "coding"], cwd=rerun.parent)
+    assert done.returncode == 0, done.stderr
+    coding = spreads["coding"]
+    measured_with = f"prompts p50 {coding['p50']:,}, p90 {coding['p90']:,} tokens"
+    out = " ".join(done.stdout.split())
+    assert f"coding 129 ({measured_with})" in out
+    assert f"context: it holds for traffic like the coding set's, measured with {measured_with}" \
+        in out

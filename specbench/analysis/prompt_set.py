@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.analysis import context, text
 from specbench.analysis import schedule as schedule_mod
-from specbench.analysis import text
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, decide, shared_levels
 from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
 from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
@@ -103,5 +103,6 @@ def analyze_prompt_set(
                                     resamples=resamples, requests=requests)
     out["plain_server"] = _plain_server(run, prompt_set, out, means(base))
     out["schedule"] = schedule_mod.schedule(run, prompt_set, requests)
+    out["prompt_tokens"] = context.prompt_tokens(run, prompt_set)
     out["sentence"] = text.set_sentence(out)
     return out

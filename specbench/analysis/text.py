@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from specbench.analysis.context import phrase
 from specbench.analysis.mix import MIX_SET, chosen_threshold
 from specbench.configurations import Schedule
 from specbench.engines.argv import adaptive_config  # the adaptive JSON's format, printed here
@@ -78,16 +79,20 @@ def plain_consequence(plain: Mapping[str, Any]) -> str:
 
 
 def set_sentence(entry: Mapping[str, Any]) -> str:
-    """One prompt set's answer: the one-server advice, then the plain-server decision."""
+    """One prompt set's answer: the one-server advice, then the plain-server decision, then
+    the prompt lengths they were measured with (the context they hold for)."""
+    measured_with = phrase(entry.get("prompt_tokens"))
+    tail = f" (measured with {measured_with})" if measured_with else ""
     one = entry.get("one_server") or {}
     if one.get("outcome") is None:
-        return f"{entry['claim']}; {advice(entry['threshold_batch_size'], entry['levels'][-1])}"
+        return (f"{entry['claim']}; {advice(entry['threshold_batch_size'], entry['levels'][-1])}"
+                + tail)
     plain = entry["plain_server"]
     if plain["outcome"] == "eagle3_never_wins":
         # A plain server is the answer; say what one adaptive server should do all the same.
         return (f"Plain server: {plain['sentence']}; serve without speculative decoding. If one "
-                f"adaptive server must serve it anyway: {one['sentence']}")
-    return f"One server: {one['sentence']}. Plain server: {plain['sentence']}"
+                f"adaptive server must serve it anyway: {one['sentence']}{tail}")
+    return f"One server: {one['sentence']}. Plain server: {plain['sentence']}{tail}"
 
 
 def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
@@ -107,7 +112,11 @@ def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
 
 
 def per_set_thresholds(sets: Mapping[str, Mapping[str, Any]]) -> str:
-    shown = ", ".join(f"{name} {chosen_threshold(s)}" for name, s in sets.items())
+    def one(name: str, s: Mapping[str, Any]) -> str:
+        measured_with = phrase(s.get("prompt_tokens"))
+        return f"{name} {chosen_threshold(s)}" + (f" ({measured_with})" if measured_with else "")
+
+    shown = ", ".join(one(name, s) for name, s in sets.items())
     names = [n for n in sets if n != MIX_SET]
     weights = ",".join(f"{n}={1 / len(names):.2g}" for n in names)
     return (f"Per-set thresholds (batch size): {shown}; a mixed-deployment threshold needs a "

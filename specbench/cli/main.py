@@ -152,6 +152,22 @@ def threshold(
 
         write_schedule(write_adaptive_config, schedule)
         print(f"adaptive config: {write_adaptive_config} {schedule.to_json()}")
+        print(_context_line(found, prompt_set))
+
+
+def _context_line(found: dict[str, Any], prompt_set: str | None) -> str:
+    """Which traffic the written threshold holds for: the prompt lengths that measured it."""
+    from specbench.analysis.context import phrase
+    from specbench.analysis.mix import MIX_SET
+
+    sets = found["prompt_sets"]
+    name = prompt_set or (next(iter(sets)) if len(sets) == 1 else MIX_SET)
+    spread = (sets.get(name) or {}).get("prompt_tokens")
+    if not spread:
+        return (f"context: the run keeps no per-request rows for {name}, so the prompt lengths "
+                "this threshold holds for are unknown")
+    return (f"context: it holds for traffic like the {name} set's, measured with "
+            f"{phrase(spread)} (from {spread['min']:,} to {spread['max']:,})")
 
 
 def _chosen_schedule(run: Any, found: dict[str, Any], prompt_set: str | None) -> Any:
