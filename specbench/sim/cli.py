@@ -73,11 +73,13 @@ async def serve(settings: ServerSettings, profile: Profile) -> int:
     await runner.setup()
     if not await _bind(runner, settings):
         return 1
-    sched_task = asyncio.create_task(sim.scheduler.run())
-    tasks: list[asyncio.Task[Any]] = [sched_task, asyncio.create_task(_start_up(sim))]
+    workers = [asyncio.create_task(sim.scheduler.run())]
+    if sim.frontend.enabled:
+        workers.append(asyncio.create_task(sim.frontend.run()))
+    tasks: list[asyncio.Task[Any]] = [*workers, asyncio.create_task(_start_up(sim))]
     stop_wait = asyncio.create_task(stop.wait())
-    await asyncio.wait([stop_wait, sched_task], return_when=asyncio.FIRST_COMPLETED)
-    crash = sched_task.exception() if sched_task.done() else None
+    await asyncio.wait([stop_wait, *workers], return_when=asyncio.FIRST_COMPLETED)
+    crash = next((w.exception() for w in workers if w.done() and w.exception()), None)
     if crash is not None:
         log("warning", f"Scheduler hit an exception: {type(crash).__name__}: {crash}")
         return 1
