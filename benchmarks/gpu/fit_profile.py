@@ -32,7 +32,12 @@ weighted by its line count (every steady line counts once):
    ``o_spec_prefill_per_running_req_ms`` is the median of what is left per forward per running
    request over EAGLE-3's intervals at batch >= 16 (printed, not written: SPEC_PREFILL_PARAM).
 
-4. the prompt-token count, from the run's per-request rows (``points/*/*/*.parquet``, the
+4. the frontend stage (SGLang's tokenizer manager: HTTP, chat template, tokenizer, one process)
+   and the prefill's attention FLOP rate, from the time to first token of every c=1 request row
+   and its own ``Prefill batch`` lines: fit_frontend.py. The prefill overhead of step 3 depends
+   on the FLOP rate and the other way round, so the two are fitted in turn until they settle.
+
+5. the prompt-token count, from the run's per-request rows (``points/*/*/*.parquet``, the
    ``prompt_tokens`` the server reported): the simulator renders each request as it would
    (specbench/sim/workload.py, the tool schemas left out when the profile's
    ``prompt_renders_tools`` is false) and ``prompt_chars_per_token`` is the rendering's
@@ -63,6 +68,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from fit_frontend import (  # type: ignore[import-not-found]  # this script's folder
+    first_tokens,
+    fit_first_token,
+    print_first_token_table,
+    print_load_table,
+    print_output_hold_table,
+)
 
 from specbench.prompts import load_prompt_set
 from specbench.sim.costmodel import Profile, decode_step, load_profile, prefill_step
@@ -79,6 +91,7 @@ PREFILL_LINE_RE = re.compile(
     r"#cached-token: (?P<cached>\d+)"
 )
 LOG_INTERVAL_STEPS = 40  # SGLang's --decode-log-interval default
+WINDOW_S = 8.0  # the run's --window-s (the load table's first tokens per second)
 SPEC_STEPS = 3  # the run's --speculative-num-steps (zero-step routes every batch to 0)
 MODES = ("baseline", "eagle3", "zero-step")
 # Context buckets (mean KV tokens per running request): lower edges.
@@ -417,7 +430,14 @@ SPEC_PREFILL_PARAM = Param("overheads", "o_spec_prefill_per_running_req_ms", 0.0
 # holds the client's idle gap).
 SPEC_PREFILL_MIN_BATCH = 16
 PROMPT_PARAM = Param("workload", "prompt_chars_per_token", 1.0, 10.0)
+FIRST_TOKEN_PARAMS = (
+    Param("frontend", "request_ms", 0.0, 1000.0),
+    Param("frontend", "prompt_token_us", 0.0, 1000.0),
+    Param("target_attention", "prefill_flops_per_s", 1e13, 1e16, tied=("draft_attention",)),
+)
+FIRST_TOKEN_ROUNDS = 4  # prefill overhead <-> FLOP rate: settled to 3 digits after 3
 SECTION_ATTR = {
+    "frontend": "frontend",
     "workload": "workload",
     "target_attention": "target_attention",
     "draft_attention": "draft_attention",
@@ -575,7 +595,10 @@ def main(argv: list[str] | None = None) -> int:
     logs = sorted([*servers.glob("*.log"), *servers.glob("*.log.xz")])
     samples: list[StepSample] = []
     intervals: list[PrefillInterval] = []
+    # Every server's lines by mode (eagle3.2.log is a restart of eagle3), for the c=1 rows.
+    logs_by_mode: dict[str, list[list[str]]] = defaultdict(list)
     for log in logs:
+        logs_by_mode[log.name.split(".")[0]].append(log_lines(log))
         mode = mode_of(log)
         if mode is not None:
             samples += parse_decode_log(log, mode)
@@ -592,6 +615,12 @@ def main(argv: list[str] | None = None) -> int:
     fitted = fit(fitted, SPEC_PARAMS, spec_groups)
     fitted = fit_prefill_overhead(fitted, intervals)
     params: tuple[Param, ...] = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM)
+    first, unmatched = first_tokens(args.run_dir, logs_by_mode)
+    if first:
+        for _ in range(FIRST_TOKEN_ROUNDS):
+            fitted = fit_first_token(fitted, first)
+            fitted = fit_prefill_overhead(fitted, intervals)
+        params = (*params, *FIRST_TOKEN_PARAMS)
     # Printed, not written: see SPEC_PREFILL_PARAM.
     spec_prefill_ms = get_value(fitted, SPEC_PREFILL_PARAM)
     fitted = with_values(fitted, (SPEC_PREFILL_PARAM,), (get_value(start, SPEC_PREFILL_PARAM),))
@@ -609,6 +638,10 @@ def main(argv: list[str] | None = None) -> int:
         if idx:
             summarize([errors[i] for i in idx], [groups[i] for i in idx], f"  {mode}")
     print_prefill_table(fitted, intervals)
+    if first:
+        print_first_token_table(fitted, first, unmatched)
+        print_load_table(fitted, args.run_dir, WINDOW_S)
+        print_output_hold_table(args.run_dir, WINDOW_S)
     if counts:
         print_prompt_table(counts, fitted.workload.prompt_chars_per_token)
     print("\nfitted parameters (3 significant digits):")

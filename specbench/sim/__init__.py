@@ -11,7 +11,8 @@ inwards:
   (OpenAI fields as SGLang's sampling parameters), `validation` (what SGLang refuses, with
   its messages), `generation` (what the endpoints share), `streaming` (the SSE engine),
   `prometheus` (`/metrics`), `faults` (--sim-* fault injection);
-* `scheduler` (continuous batching on a virtual clock), `kvpool` (SGLang's admission and
+* `frontend` (the tokenizer manager's serial stage before the scheduler, when the profile has
+  one), `scheduler` (continuous batching on a virtual clock), `kvpool` (SGLang's admission and
   retraction when the KV pool is short, the load gauges), `request` (one request), `adaptive`
   (SGLang's adaptive step policy), `stats` (counters and diagnostics), `groundtruth` (what was
   really emitted), `prefixcache` (the radix cache model);

@@ -27,6 +27,7 @@ from specbench.sim.args import ServerSettings
 from specbench.sim.auth import key_middleware
 from specbench.sim.costmodel import Profile
 from specbench.sim.faults import FaultInjector
+from specbench.sim.frontend import FrontendStage
 from specbench.sim.generation import error_json
 from specbench.sim.logs import log
 from specbench.sim.native_api import NativeApi
@@ -60,6 +61,9 @@ class SimServer:
         self.settings = settings
         self.profile = profile
         self.scheduler = Scheduler(settings, profile, log)
+        # Generation requests pass the tokenizer manager's serial stage (off unless the
+        # profile has a [frontend] table); health probes and the warmup go straight in.
+        self.frontend = FrontendStage(profile.frontend, self.scheduler, settings.sim_time_scale)
         self.traits = TraitModel(profile.workload, settings.sim_seed)
         self.status = "Starting"
         self.faults = FaultInjector(settings.faults)
@@ -282,6 +286,24 @@ class SimServer:
                 "size_tokens": sch.cache.size_tokens,
             },
             "sim_skip_zero_step_draft_extend": s.skip_zero_step_draft_extend,
+            **self._frontend_info(),
+        }
+
+    def _frontend_info(self) -> dict[str, Any]:
+        """`sim_frontend` when the profile models the tokenizer manager's serial stage."""
+        stage = self.frontend
+        if not stage.enabled:
+            return {}
+        return {
+            "sim_frontend": {
+                "request_ms": stage.frontend.request_ms,
+                "prompt_token_us": stage.frontend.prompt_token_us,
+                # Not in #queue-req: SGLang's scheduler has not seen these yet.
+                "waiting": stage.waiting,
+                "served": stage.stats.served,
+                "busy_model_s": stage.stats.busy_model_s,
+                "wait_model_s": stage.stats.wait_model_s,
+            }
         }
 
     # ------------------------------------------------------------------ cache, metrics, truth
@@ -371,7 +393,7 @@ class SimServer:
             topk=sch.topk,
             block_keys=block_keys(text) if sch.cache.enabled else (),
         )
-        sch.submit(req)
+        self.frontend.submit(req, tokenized=prompt_tokens is None)
         return req
 
     async def wait_finished(self, req: SimRequest, request: web.Request | None = None) -> None:
@@ -385,6 +407,7 @@ class SimServer:
                 if transport is None or transport.is_closing():
                     self.scheduler.cancel(req)
                     raise ConnectionResetError("client went away")
+        await self.frontend.output_turn()
 
 
 def _flush_timeout(request: web.Request) -> float | web.Response:

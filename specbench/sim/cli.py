@@ -73,14 +73,18 @@ async def serve(settings: ServerSettings, profile: Profile) -> int:
     await runner.setup()
     if not await _bind(runner, settings):
         return 1
-    sched_task = asyncio.create_task(sim.scheduler.run())
-    tasks: list[asyncio.Task[Any]] = [sched_task, asyncio.create_task(_start_up(sim))]
+    workers = [asyncio.create_task(sim.scheduler.run(), name="Scheduler")]
+    if sim.frontend.enabled:
+        workers.append(asyncio.create_task(sim.frontend.run(), name="TokenizerManager"))
+    tasks: list[asyncio.Task[Any]] = [*workers, asyncio.create_task(_start_up(sim))]
     stop_wait = asyncio.create_task(stop.wait())
-    await asyncio.wait([stop_wait, sched_task], return_when=asyncio.FIRST_COMPLETED)
-    crash = sched_task.exception() if sched_task.done() else None
-    if crash is not None:
-        log("warning", f"Scheduler hit an exception: {type(crash).__name__}: {crash}")
-        return 1
+    await asyncio.wait([stop_wait, *workers], return_when=asyncio.FIRST_COMPLETED)
+    for worker in workers:
+        crash = worker.exception() if worker.done() else None
+        if crash is not None:
+            name = worker.get_name()
+            log("warning", f"{name} hit an exception: {type(crash).__name__}: {crash}")
+            return 1
     log("info", f"Received {received[0] if received else 'stop'}; shutting down.")
     sim.status = "Shutting down"
     sim.scheduler.stop()

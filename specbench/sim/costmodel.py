@@ -234,6 +234,32 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class Frontend:
+    """The serial stage every generation request passes before the scheduler sees it.
+
+    SGLang's HTTP server and tokenizer manager are one Python process: it parses each request,
+    renders the chat template and tokenizes the prompt, one request at a time, while the
+    scheduler runs the GPU. A request's service there is ``request_ms`` plus
+    ``prompt_token_us`` per prompt token it tokenizes (none for a prompt given as token ids),
+    in model time. 0 and 0 (the default) is no stage: requests reach the scheduler at once.
+    ``holds_output``: the same process streams every response, so while it works through the
+    requests that arrived together it writes no output (frontend.py).
+    """
+
+    request_ms: float = 0.0
+    prompt_token_us: float = 0.0
+    holds_output: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.request_ms > 0.0 or self.prompt_token_us > 0.0
+
+    def service_ms(self, prompt_tokens: int, *, tokenized: bool) -> float:
+        per_token_ms = self.prompt_token_us / 1e3 if tokenized else 0.0
+        return self.request_ms + per_token_ms * prompt_tokens
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -249,6 +275,7 @@ class Profile:
     source_path: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     vocab_size: int = 128256  # the target's vocabulary (bounds logit_bias keys); Llama-3's
+    frontend: Frontend = Frontend()  # optional [frontend] table; off by default
 
 
 @dataclass(frozen=True)
@@ -420,6 +447,10 @@ def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return value
 
 
+def _optional_section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    return _section(data, key, path) if key in data else {}
+
+
 def _build(cls: type, raw: dict[str, Any], where: str, path: Path) -> Any:
     try:
         return cls(**raw)
@@ -478,6 +509,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         "memory",
         "workload",
         "acceptance",
+        "frontend",
     }
     return Profile(
         name=str(data.get("name", path.stem)),
@@ -498,6 +530,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         overheads=_build(Overheads, _section(data, "overheads", path), "overheads", path),
         memory=_build(Memory, _section(data, "memory", path), "memory", path),
         workload=workload,
+        frontend=_build(Frontend, _optional_section(data, "frontend", path), "frontend", path),
         source_path=str(path),
         extra={k: v for k, v in data.items() if k not in known},
     )

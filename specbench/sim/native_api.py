@@ -107,7 +107,15 @@ class NativeApi:
             meta = dumps(self._meta_info(req, final=done, completion=now))
             return [f'{{"text":"{text_esc}","output_ids":[{ids_txt}],"meta_info":{meta}}}']
 
-        return await stream_sse(request, req, self.sim.scheduler, fault, on_update, lambda: [])
+        return await stream_sse(
+            request,
+            req,
+            self.sim.scheduler,
+            fault,
+            on_update,
+            lambda: [],
+            self.sim.frontend.output_turn,
+        )
 
     def _new_request(self, body: dict[str, Any], params: Any, stream: bool) -> SimRequest:
         if isinstance(params, list):

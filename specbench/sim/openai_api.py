@@ -157,7 +157,13 @@ class OpenAIApi:
             return faulty_json(body_of(call), call.fault)
         on_update, on_end = stream_of(call)
         return await stream_sse(
-            request, call.req, self.sim.scheduler, call.fault, on_update, on_end
+            request,
+            call.req,
+            self.sim.scheduler,
+            call.fault,
+            on_update,
+            on_end,
+            self.sim.frontend.output_turn,
         )
 
     async def _begin(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -33,6 +33,8 @@ SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 OnUpdate = Callable[[int, int, bool], list[str]]
 # on_end() -> payloads after the last token (finish, sglext, usage), before [DONE].
 OnEnd = Callable[[], list[str]]
+# output_turn() -> returns once the server process may write (frontend.FrontendStage).
+OutputTurn = Callable[[], Awaitable[None]]
 
 
 def sse(payloads: list[str]) -> bytes:
@@ -67,8 +69,10 @@ async def stream_sse(
     fault: FaultPlan,
     on_update: OnUpdate,
     on_end: OnEnd,
+    output_turn: OutputTurn | None = None,
 ) -> web.StreamResponse:
-    """Send SSE events as the scheduler emits tokens; inject faults when asked to."""
+    """Send SSE events as the scheduler emits tokens; inject faults when asked to.
+    `output_turn`, when given, is awaited before each write (the frontend's output hold)."""
     resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
     await resp.prepare(request)
     sent = 0
@@ -76,7 +80,7 @@ async def stream_sse(
     half = max(1, req.target_tokens // 2)
     try:
         while True:
-            await _next_update(req, scheduler)
+            await _next_update(req, scheduler, output_turn)
             now, done = req.completion_tokens, req.finished
             if now > sent or (done and sent == 0):
                 payloads = _updates(on_update, req, sent, now, done)
@@ -113,9 +117,13 @@ def _updates(on_update: OnUpdate, req: SimRequest, sent: int, now: int, done: bo
     return on_update(sent, now, done)
 
 
-async def _next_update(req: SimRequest, scheduler: Scheduler) -> None:
-    """Wait until the scheduler has news for this request."""
+async def _next_update(
+    req: SimRequest, scheduler: Scheduler, output_turn: OutputTurn | None
+) -> None:
+    """Wait until the scheduler has news for this request and the server may write it."""
     await req.event.wait()
+    if output_turn is not None:
+        await output_turn()
     lag_s = scheduler.lag.lag_s
     if lag_s > COALESCE_LAG_S and not req.finished:
         # The scheduler is behind real time: step aside so it catches up, then send one

@@ -145,3 +145,31 @@ def test_prompt_tokens_are_counted_like_the_real_server(profile) -> None:
         assert sum(sim) / sum(real) == pytest.approx(1.0, abs=0.05), name  # +0.4 %, -2.3 %
         if name == "agentic":
             assert sum(old) / sum(real) > 1.3  # characters / 4 with the tool schemas: 1.36
+
+
+# c=1 requests of the real run with the prefill SGLang logged for them (new, cached tokens) and
+# their time to first token (benchmarks/gpu/fit_frontend.py's table, baseline server).
+REAL_FIRST_TOKENS = (
+    ("coding/module-021", 117, (112, 5), 30.3),
+    ("agentic/explore_question-020@16", 4081, (4033, 48), 163.7),
+    ("agentic/add_feature-019@19", 5528, (5522, 6), 189.3),
+    # Its first 11,450 tokens were cached: the GPU prefilled 262, yet it took 100 ms.
+    ("agentic/log_debugging-023@33", 11712, (262, 11450), 99.9),
+)
+
+
+@pytest.mark.parametrize(("prompt", "tokens", "chunk", "real_ms"), REAL_FIRST_TOKENS)
+def test_first_token_at_one_user_is_frontend_plus_prefill(
+    profile, prompt: str, tokens: int, chunk: tuple[int, int], real_ms: float
+) -> None:
+    frontend_ms = profile.frontend.service_ms(tokens, tokenized=True)
+    gpu_ms = prefill_step(profile, [chunk], speculative=False).total_ms
+    assert frontend_ms + gpu_ms == pytest.approx(real_ms, rel=0.2), prompt
+
+
+def test_the_frontend_works_on_the_whole_prompt_not_the_uncached_part(profile) -> None:
+    # The cached 11.7k-token prompt: most of its first-token time is before the GPU.
+    frontend_ms = profile.frontend.service_ms(11712, tokenized=True)
+    gpu_ms = prefill_step(profile, [(262, 11450)], speculative=False).total_ms
+    assert frontend_ms > 1.5 * gpu_ms
+    assert profile.frontend.holds_output
