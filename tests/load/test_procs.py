@@ -25,7 +25,10 @@ def test_two_processes_give_one_point_with_every_user_and_request_once() -> None
     assert result.concurrency == 8 and result.end_reason == "window_s"
     assert result.metrics_before is not None and result.metrics_after is not None
     s = summary(result)
-    assert s["n_errors"] == 0 and s["flags"] == ""
+    # client_bound may fire on a loaded 2-core machine (two clients and the fake share it):
+    # it says the client set the pace, which there it did. No other flag may.
+    assert s["n_errors"] == 0
+    assert set(filter(None, s["flags"].split(";"))) <= {"client_bound"}
     window_tokens = s["output_tok_s"] * s["window_s"]
     assert window_tokens == pytest.approx(truth, rel=0.05)
 
