@@ -56,6 +56,19 @@ def test_speculative_points_carry_the_servers_acceptance() -> None:
     assert all(2.4 < a < 2.7 for a in eagle3["accept_length"])  # Q=0.3: ideal 2.53
 
 
+def test_the_run_is_complete_and_the_dynamic_server_keeps_the_better_path() -> None:
+    rows = pd.read_parquet(RUN / "summary.parquet")
+    grid = rows.groupby(["mode", "prompt_set"])["concurrency"].apply(sorted)
+    assert len(grid) == 4 * 2 and all(levels == [1, 4, 16, 32, 64, 128] for levels in grid)
+    drafting = rows[rows["mode"].isin(["eagle3", "dynamic"])]
+    assert drafting["accept_length"].notna().all() and len(drafting) == 24
+    # T = 129 kept the dynamic server drafting, so it should serve as fast as EAGLE-3.
+    analysis = json.loads((RUN / "analysis.json").read_text())
+    for name in ("coding", "agentic"):
+        one_server = analysis["prompt_sets"][name]["one_server"]
+        assert len(one_server["efficiency"]) == 6 and one_server["efficiency_min"] >= 0.97
+
+
 def test_analysis_and_report_rerun_on_the_real_run(rerun: Path) -> None:
     analysis = json.loads((rerun / "analysis.json").read_text())
     stored = json.loads((RUN / "analysis.json").read_text())
