@@ -30,6 +30,7 @@ from specbench import configurations
 from specbench.config_messages import COMMAND_LINE, one_line
 from specbench.errors import ConfigError
 from specbench.presets import PRESETS
+from specbench.prompts.context import BUCKET_SEP, parse_context_lengths
 
 DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 250)
 DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
@@ -261,6 +262,13 @@ class SweepConfig(_Section):
         cli="--mix",
         parse="weights",
     )
+    context_lengths: tuple[str, ...] = option(
+        (),
+        "comma list of context-length buckets, e.g. 2k,8k,32k: each prompt set is measured "
+        "per bucket, its prompts more than the previous top and at most this one",
+        cli="--context-lengths",
+        parse="csv",
+    )
     threshold: int | None = option(
         None,
         "auto (from the crossover) or a batch size",
@@ -342,6 +350,14 @@ class SweepConfig(_Section):
             raise ConfigError("--mix cannot contain a set named mix; name the sets it mixes")
         return value
 
+    @field_validator("context_lengths")
+    @classmethod
+    def _known_buckets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return tuple(b.name for b in parse_context_lengths(value))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
     @field_validator("concurrency")
     @classmethod
     def _sorted_levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
@@ -368,6 +384,13 @@ class SweepConfig(_Section):
                     "configurations' curves; leave it out of the shards and measure it after "
                     "merging them, with specbench sweep --resume MERGED_RUN"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _buckets_without_mix(self) -> SweepConfig:
+        if self.context_lengths and self.mix:
+            raise ConfigError("--mix and --context-lengths cannot be combined yet: a mix has no "
+                              "single context; measure them in two runs")
         return self
 
     @model_validator(mode="after")
@@ -420,8 +443,13 @@ class SweepConfig(_Section):
 
     @property
     def measured_sets(self) -> tuple[str, ...]:
-        """The prompt sets points are measured for: the named ones, and the mix if asked."""
-        return (*self.prompt_sets, "mix") if self.mix else self.prompt_sets
+        """The prompt sets points are measured for: the named ones (each once per context
+        bucket, as set@bucket, where one is asked), and the mix if asked."""
+        names = tuple(Path(n).stem if n.endswith((".jsonl", ".json")) else n
+                      for n in self.prompt_sets)
+        if self.context_lengths:
+            names = tuple(f"{n}{BUCKET_SEP}{b}" for n in names for b in self.context_lengths)
+        return (*names, "mix") if self.mix else names
 
     @property
     def configurations(self) -> list[configurations.ServerConfiguration]:

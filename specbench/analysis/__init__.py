@@ -49,7 +49,9 @@ Beyond the two decisions: the **tuned schedule** (:mod:`.schedule`: the best K p
 batch-size slots, and how the tuned server compares with the static curves and with SGLang's
 default EMA schedule), and the **mixed deployment** (:mod:`.mix`: the recommendation is the
 measured ``mix`` set's one-server threshold, with each set's loss there; no mix, no
-recommendation beyond the per-set thresholds).
+recommendation beyond the per-set thresholds), and across **context buckets**
+(:mod:`.surface`: a run with ``--context-lengths`` analyses each ``set@bucket`` as a set; the
+``context_surface`` puts a set's buckets side by side).
 
 :func:`analyze` returns what ``analysis.json`` holds (keys are strings, no NaN), so the
 in-memory result and the file read back by :func:`specbench.results.load_run` are the same.
@@ -61,7 +63,7 @@ from __future__ import annotations
 from typing import Any
 
 from specbench.analysis import mix as mix_mod
-from specbench.analysis import text
+from specbench.analysis import surface, text
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, Pair
 from specbench.analysis.curves import (
     AnalysisError,
@@ -175,8 +177,11 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples,
                                      inflation=inflation, requests=requests)
             for name in run.prompt_sets}
+    buckets = run.manifest.config.context_lengths
     for name, found in sets.items():
         found["applied_threshold"] = applied_threshold(run, name)
+        if buckets:
+            found["context_bucket"] = surface.bucket_of(name, buckets)
     recommended, source = mix_mod.recommendation(sets)
     mix = mix_mod.mix_section(run, sets)
     if mix is not None:
@@ -193,6 +198,7 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
         "intervals": intervals,
         "mix": mix,
         "prompt_sets": sets,
+        "context_surface": surface.context_surface(sets, buckets),
     }
 
 

@@ -43,3 +43,19 @@ def phrase(spread: dict[str, Any] | None) -> str:
     if not spread:
         return ""
     return f"prompts p50 {spread['p50']:,}, p90 {spread['p90']:,} tokens"
+
+
+def context_text(name: str, entry: dict[str, Any]) -> str:
+    """Which traffic a set's threshold holds for: its context bucket (a bucketed run) and the
+    prompt lengths that measured it; the line `threshold --write-adaptive-config` prints and
+    writes into the file."""
+    spread = entry.get("prompt_tokens")
+    bucket = entry.get("context_bucket")
+    where = f"it holds for traffic like the {name} set's"
+    if bucket:
+        where += f": {bucket['range']}"
+    if not spread:
+        return (f"{where}; the run keeps no per-request rows for {name}, so the prompt lengths "
+                "that measured it are unknown")
+    return (f"{where}, measured with {phrase(spread)} (from {spread['min']:,} to "
+            f"{spread['max']:,})")

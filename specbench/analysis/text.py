@@ -117,6 +117,10 @@ def per_set_thresholds(sets: Mapping[str, Mapping[str, Any]]) -> str:
         return f"{name} {chosen_threshold(s)}" + (f" ({measured_with})" if measured_with else "")
 
     shown = ", ".join(one(name, s) for name, s in sets.items())
+    if any(s.get("context_bucket") for s in sets.values()):
+        return (f"Per-set thresholds (batch size), per context bucket: {shown}; SGLang switches "
+                "by batch size only, so deploy the threshold of the bucket your traffic's "
+                "prompts fall in (specbench threshold --prompt-set SET@BUCKET)")
     names = [n for n in sets if n != MIX_SET]
     weights = ",".join(f"{n}={1 / len(names):.2g}" for n in names)
     return (f"Per-set thresholds (batch size): {shown}; a mixed-deployment threshold needs a "

@@ -147,52 +147,49 @@ def threshold(
     found = guard(lambda: analysis.write_analysis(run))
     print(analysis.threshold_summary(run))
     if write_adaptive_config is not None:
-        schedule = guard(lambda: _chosen_schedule(run, found, prompt_set))
+        from specbench.analysis.context import context_text
         from specbench.engines.argv import write_adaptive_config as write_schedule
 
-        write_schedule(write_adaptive_config, schedule)
+        name = guard(lambda: _chosen_set(found, prompt_set))
+        schedule = guard(lambda: _chosen_schedule(run, found, name))
+        context = context_text(name, found["prompt_sets"].get(name) or {})
+        write_schedule(write_adaptive_config, schedule, context=context)
         print(f"adaptive config: {write_adaptive_config} {schedule.to_json()}")
-        print(_context_line(found, prompt_set))
+        print(f"context: {context}")
 
 
-def _context_line(found: dict[str, Any], prompt_set: str | None) -> str:
-    """Which traffic the written threshold holds for: the prompt lengths that measured it."""
-    from specbench.analysis.context import phrase
+def _chosen_set(found: dict[str, Any], prompt_set: str | None) -> str:
+    """The prompt set whose schedule to deploy: the one named, the run's only one, or the
+    measured mix; one line when the run cannot say which."""
     from specbench.analysis.mix import MIX_SET
-
-    sets = found["prompt_sets"]
-    name = prompt_set or (next(iter(sets)) if len(sets) == 1 else MIX_SET)
-    spread = (sets.get(name) or {}).get("prompt_tokens")
-    if not spread:
-        return (f"context: the run keeps no per-request rows for {name}, so the prompt lengths "
-                "this threshold holds for are unknown")
-    return (f"context: it holds for traffic like the {name} set's, measured with "
-            f"{phrase(spread)} (from {spread['min']:,} to {spread['max']:,})")
-
-
-def _chosen_schedule(run: Any, found: dict[str, Any], prompt_set: str | None) -> Any:
-    """The schedule to deploy: a prompt set's tuned schedule or one-server threshold, or the
-    measured mix's threshold; one line when the run cannot say which."""
-    from specbench import analysis
-    from specbench.configurations import Schedule
     from specbench.errors import ConfigError
 
     sets = found["prompt_sets"]
-    if prompt_set is None and len(sets) == 1:
-        prompt_set = next(iter(sets))
-    if prompt_set is None:
-        mixed = found.get("recommended_threshold")
-        if mixed is None:
+    if prompt_set is not None:
+        if prompt_set not in sets:
             raise ConfigError(
-                f"this run has per-set thresholds ({', '.join(sets)}) and no measured mix; "
-                "pass --prompt-set NAME, or measure a mix with specbench sweep --mix"
-            )
-        return Schedule.from_threshold(analysis.speculative_num_steps(run), int(mixed))
-    if prompt_set not in sets:
+                f"prompt set {prompt_set!r} is not in this run; choose from {', '.join(sets)}")
+        return prompt_set
+    if len(sets) == 1:
+        return str(next(iter(sets)))
+    if found.get("recommended_threshold") is None:
         raise ConfigError(
-            f"prompt set {prompt_set!r} is not in this run; choose from {', '.join(sets)}"
+            f"this run has per-set thresholds ({', '.join(sets)}) and no measured mix; "
+            "pass --prompt-set NAME, or measure a mix with specbench sweep --mix"
         )
-    entry = sets[prompt_set]
+    return MIX_SET
+
+
+def _chosen_schedule(run: Any, found: dict[str, Any], name: str) -> Any:
+    """The schedule to deploy for a set (from :func:`_chosen_set`): its tuned schedule or
+    one-server threshold, or for the mix the recommended threshold."""
+    from specbench import analysis
+    from specbench.configurations import Schedule
+
+    entry = found["prompt_sets"].get(name)
+    if entry is None:  # the mix without a set of its own: the recommendation
+        return Schedule.from_threshold(analysis.speculative_num_steps(run),
+                                       int(found["recommended_threshold"]))
     slots = (entry.get("schedule") or {}).get("slots")
     if slots:
         return Schedule(tuple(sorted((int(k), int(v)) for k, v in slots.items())))

@@ -25,8 +25,13 @@ def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
     return Schedule.from_threshold(num_steps, threshold).to_json()
 
 
-def write_adaptive_config(path: Path, schedule: Schedule) -> Path:
-    return atomic_write(path, json.dumps(schedule.to_json(), indent=2) + "\n")
+def write_adaptive_config(path: Path, schedule: Schedule, context: str | None = None) -> Path:
+    """SGLang's adaptive JSON; `context` (which traffic it holds for) goes under a key that is
+    not a batch size, which SGLang's loader skips (0.5.17 and 0.5.23 read digit keys only)."""
+    body: dict[str, object] = dict(schedule.to_json())
+    if context is not None:
+        body["context"] = context
+    return atomic_write(path, json.dumps(body, indent=2) + "\n")
 
 
 def _configuration(config: ServerConfiguration | str) -> ServerConfiguration:

@@ -32,6 +32,7 @@ from specbench.analysis import current_analysis, point_means
 from specbench.analysis.mix import chosen_threshold
 from specbench.metrics import explain_flag
 from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
+from specbench.report.context import render_surface_terminal, surface_blocks
 from specbench.report.html import HTML_FILE, figure_markup, render_html
 from specbench.report.plots import FIGURE_NAMES, label, order, plot_run, short_label
 from specbench.report.tables import (
@@ -73,6 +74,8 @@ _FIGURE_CAPTIONS: dict[str, str] = {
     "latency": "TTFT and inter-token latency, p50 and p99",
     "envelope": "Efficiency of the one-threshold server and of the tuned schedule",
     "schedule": "Best draft steps per level and the tuned batch-size slots",
+    "context": "EAGLE-3 over zero-step and over the baseline by context bucket and concurrency, "
+               "with the crossing",
 }
 
 
@@ -281,6 +284,7 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
             console.print(f"  {line}", highlight=False)
         for note in _notes(set_result or {}):
             console.print(f"  [yellow]note:[/] {note}")
+    render_surface_terminal(result, console)
     gpu_rows = gpu_time_rows(run)
     if gpu_rows:
         spent = ", ".join(f"{r[0]} {r[-1]}" for r in gpu_rows[:-1])
@@ -461,6 +465,7 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out.append(Para((("b", "Finding."), ("", " " + result["finding"])), role="finding"))
         out += [Para(plain(text)) for text in _applied_lines(result)]
         out += _summary_section(result)
+        out += surface_blocks(result)
     else:
         out.append(Para((("b", "Finding."), ("", " No crossover: this run lacks baseline or "
                                              "eagle3 points.")), role="finding"))

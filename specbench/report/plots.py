@@ -29,6 +29,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 from specbench import configurations
 from specbench.analysis import AnalysisError, current_analysis, point_means
 from specbench.errors import ConfigError
+from specbench.report.context import surface_figure
 from specbench.results import Run
 from specbench.results.store import atomic_write
 
@@ -50,7 +51,7 @@ MODE_ORDER: tuple[str, ...] = ("baseline", "eagle3", "dynamic")
 _UNDERLAY = {"lw": 4.0, "alpha": 0.5, "zorder": 2}
 _LINE = {"lw": 1.5, "zorder": 3}
 FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope",
-                                 "schedule")
+                                 "schedule", "context")
 _PANEL_W, _PANEL_H = 5.2, 3.8
 _FALLBACK = ("#56B4E9", "#F0E442", "#882255", "#44AA99", "#999933", "#AA4499")
 
@@ -498,6 +499,7 @@ def figures(run: Run, result: dict[str, Any] | None = None) -> dict[str, Figure]
         "latency": lambda: latency_figure(run),
         "envelope": lambda: envelope_figure(run, result) if result else None,
         "schedule": lambda: schedule_figure(run, result) if result else None,
+        "context": lambda: surface_figure(result),
     }
     for name, build in builders.items():
         fig = build()

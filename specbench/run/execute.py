@@ -23,7 +23,14 @@ from specbench.run.parallel import ParallelRunner
 from specbench.run.plan import point_estimate_s
 from specbench.run.progress import SweepProgress
 from specbench.run.ray_executor import RayRunner
-from specbench.run.sweep import Sweep, SweepInterrupted, conclude, preflight, signals_raise
+from specbench.run.sweep import (
+    Sweep,
+    SweepInterrupted,
+    conclude,
+    preflight,
+    signals_raise,
+    skipped_buckets,
+)
 
 
 def run_sweep(
@@ -39,6 +46,8 @@ def run_sweep(
         run_dir = rundir.new_run_dir(cfg)
         manifest = rundir.create_manifest(run_dir, cfg, sets, command, engine)
     console.print(f"run directory: {run_dir}")
+    for line in skipped_buckets(cfg, sets):
+        console.print(f"[yellow]note:[/] {line}", highlight=False)
     sweep = Sweep(cfg, engine, sets, run_dir, manifest, console)
     status: RunStatus = "failed"
     try:
