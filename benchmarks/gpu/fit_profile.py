@@ -9,8 +9,12 @@ SGLang prints a ``Decode batch`` line every 40 decode steps::
 one decode step took ``B * A / X`` (A = 1 for a plain server) *if* nothing else ran in between.
 A line is kept (steady) only when the line before it in the same log was a decode line with the
 same batch size (no prefill forward, no finished or admitted request in the interval) and
-nothing was queued. ``N`` (KV tokens in use) is taken at the middle of the interval:
-``N - 20·B·A``.
+nothing was queued. The line's context is its requests' contexts summed at the middle of the
+interval (RunningContexts: each ``Prefill batch`` line's new + cached tokens per sequence, plus
+40·A output per decode line, the newest B kept), not ``N``: the KV pool counts a prefix shared
+by several requests once, while each request's attention reads all of it and the simulator
+charges each request's whole context (agentic users share long prefixes; ``N`` put their
+zero-step lines at B=64 40 % above the model).
 
 The steady steps are grouped by (mode, batch, context bucket) and the cost model
 (specbench/sim/costmodel.py) is fitted to the groups' median step times, on log time, each group
@@ -25,10 +29,12 @@ weighted by its line count (every steady line counts once):
 3. the prefill's interference at load, from the lines that are *not* steady: a decode line
    with prefill lines before it covers 40 decode steps plus those prefill forwards, so
    ``40 · B · A / X`` less 40 model decode steps is what the prefills cost in the real server.
-   ``o_prefill_ms`` (per prefill forward) is the median gap to the model's prefill cost over
-   the baseline's intervals at batch >= 4 (at batch 1 an interval also holds the client's idle
-   gap). EAGLE-3's prefill forwards cost far more at large batch (~230-340 ms per forward at
-   B 64-128 against the baseline's ~35), growing with the running batch:
+   ``o_prefill_ms`` (per prefill forward) and ``prefill_prefix_ns_per_token_layer`` (the
+   extend kernel's walk over each request's cached prefix) are a least-absolute-deviations fit
+   to that gap over the baseline's intervals at batch >= 4 (at batch 1 an interval also holds
+   the client's idle gap; absolute deviations, because an interval across the pause between
+   two load points holds idle time). EAGLE-3's prefill forwards cost far more at large batch
+   (~230-340 ms per forward at B 64-128 against the baseline's ~35), growing with the running batch:
    ``o_spec_prefill_per_running_req_ms`` is the median of what is left per forward per running
    request over EAGLE-3's intervals at batch >= 16 (printed, not written: SPEC_PREFILL_PARAM).
 
@@ -104,7 +110,8 @@ class StepSample:
 
     mode: str
     batch: int
-    kv_tokens: float  # at the middle of the interval
+    kv_tokens: float  # the requests' contexts summed, at the middle of the interval
+    pool_tokens: float  # SGLang's #token there: a shared prefix counted once
     accept_length: float
     step_ms: float
     where: str  # file:line
@@ -139,17 +146,48 @@ def log_lines(path: Path) -> list[str]:
     return path.read_text(errors="replace").splitlines()
 
 
+class RunningContexts:
+    """Each running request's context (prompt + output so far), followed through one log.
+
+    ``#token`` in a decode line is the KV pool in use, which counts a prefix shared by several
+    requests once; each request's attention still reads all of it, and the simulator charges
+    each request's whole context. So the fit takes the context from the requests instead: a
+    prefill line adds its sequences (new + cached tokens, split evenly), a decode line adds 40
+    steps of output to every request and keeps the newest B (the line's batch; the requests
+    that finished meanwhile are taken to be the oldest, as with equal output lengths).
+    """
+
+    def __init__(self) -> None:
+        self.contexts: list[float] = []
+
+    def prefill(self, seqs: int, new: int, cached: int) -> None:
+        self.contexts += [(new + cached) / max(1, seqs)] * seqs
+
+    def decode(self, batch: int, accept: float) -> float:
+        """The batch's total context at the middle of the 40 steps before the line."""
+        kept = self.contexts[-batch:] if batch > 0 else []
+        if len(kept) < batch:  # admitted before this log's first line: the mean of the rest
+            fill = statistics.fmean(kept) if kept else 0.0
+            kept = [fill] * (batch - len(kept)) + kept
+        self.contexts = [c + LOG_INTERVAL_STEPS * accept for c in kept]
+        return sum(kept) + LOG_INTERVAL_STEPS / 2 * accept * batch
+
+
 def parse_decode_log(path: Path, mode: str) -> list[StepSample]:
     samples: list[StepSample] = []
     prev_batch: int | None = None  # batch of the previous line if it was a decode line
+    running = RunningContexts()
     for lineno, line in enumerate(log_lines(path), 1):
         m = DECODE_RE.match(line)
         if m is None:
-            if PREFILL_RE.match(line):
+            p = PREFILL_LINE_RE.match(line)
+            if p is not None:
                 prev_batch = None
+                running.prefill(int(p["seqs"]), int(p["new"]), int(p["cached"]))
             continue
         batch, tok_s = int(m["batch"]), float(m["tok_s"])
         accept = float(m["accept"]) if m["accept"] else 1.0
+        context = running.decode(batch, accept)
         steady = prev_batch == batch and int(m["queue"]) == 0 and tok_s > 0 and batch > 0
         prev_batch = batch
         if not steady:
@@ -159,7 +197,8 @@ def parse_decode_log(path: Path, mode: str) -> list[StepSample]:
             StepSample(
                 mode=mode,
                 batch=batch,
-                kv_tokens=max(kv_mid, float(batch)),
+                kv_tokens=max(context, kv_mid, float(batch)),
+                pool_tokens=max(kv_mid, float(batch)),
                 accept_length=accept,
                 step_ms=1e3 * batch * accept / tok_s,
                 where=f"{path.name}:{lineno}",
@@ -184,22 +223,25 @@ def parse_prefill_intervals(path: Path, mode: str) -> list[PrefillInterval]:
     out: list[PrefillInterval] = []
     prev_batch: int | None = None
     prefills: list[tuple[int, int, int]] = []
+    running = RunningContexts()
     for line in log_lines(path):
         m = DECODE_RE.match(line)
         if m is None:
             p = PREFILL_LINE_RE.match(line)
             if p is not None:
                 prefills.append((int(p["seqs"]), int(p["new"]), int(p["cached"])))
+                running.prefill(int(p["seqs"]), int(p["new"]), int(p["cached"]))
             continue
         batch, tok_s = int(m["batch"]), float(m["tok_s"])
         accept = float(m["accept"]) if m["accept"] else 1.0
+        context = running.decode(batch, accept)
         if prev_batch is not None and prefills and tok_s > 0 and min(prev_batch, batch) > 0:
             mean_batch = (prev_batch + batch) / 2
             out.append(
                 PrefillInterval(
                     mode=mode,
                     batch=round(mean_batch),
-                    kv_tokens=int(m["kv"]) - LOG_INTERVAL_STEPS / 2 * batch * accept,
+                    kv_tokens=context * round(mean_batch) / batch,
                     accept_length=accept,
                     interval_ms=1e3 * mean_batch * accept * LOG_INTERVAL_STEPS / tok_s,
                     prefills=tuple(prefills),
@@ -234,21 +276,30 @@ def prefill_extra_ms(profile: Profile, iv: PrefillInterval) -> float:
 
 
 def fit_prefill_overhead(profile: Profile, intervals: Sequence[PrefillInterval]) -> Profile:
-    """The median over intervals of (real extra - model prefills) per prefill forward.
+    """``o_prefill_ms`` per prefill forward and the extend's walk over each request's cached
+    prefix, from the baseline's intervals at batch >= 4: least absolute deviations of the real
+    extra time less the model's prefills without them.
 
-    A median, because an interval that spans the pause between two load points holds idle time
-    that no prefill explains.
+    Absolute deviations, because an interval that spans the pause between two load points
+    holds idle time that no prefill explains.
     """
     used = [iv for iv in intervals if iv.mode == "baseline" and iv.batch >= 4]
     if not used:
         return profile
-    no_fixed = with_values(profile, (PREFILL_PARAM,), (0.0,))
-    per_forward = [
-        (prefill_extra_ms(no_fixed, iv) - model_prefills_ms(no_fixed, iv)) / len(iv.prefills)
-        for iv in used
-    ]
+    bare = with_values(profile, (PREFILL_PARAM, PREFIX_PARAM), (0.0, 0.0))
+    n_layers = profile.target_attention.n_layers
+    y = np.array([prefill_extra_ms(bare, iv) - model_prefills_ms(bare, iv) for iv in used])
+    x = np.array(
+        [
+            # Per forward; per cached prefix token and layer, in ns (model_prefills_ms splits a
+            # line's cached tokens evenly over its sequences, so the sum is the line's).
+            (len(iv.prefills), n_layers * sum(c for _, _, c in iv.prefills) / 1e6)
+            for iv in used
+        ]
+    )
+    coef = least_absolute(x, y)
     profile = with_values(
-        profile, (PREFILL_PARAM,), (max(0.0, statistics.median(per_forward)),)
+        profile, (PREFILL_PARAM, PREFIX_PARAM), (max(0.0, coef[0]), max(0.0, coef[1]))
     )
     # EAGLE-3's prefill forwards cost more per running request (the plain server's do not):
     # the median of its intervals' remaining gap per prefill forward per running request.
@@ -264,6 +315,15 @@ def fit_prefill_overhead(profile: Profile, intervals: Sequence[PrefillInterval])
     return with_values(
         profile, (SPEC_PREFILL_PARAM,), (max(0.0, statistics.median(per_running)),)
     )
+
+
+def least_absolute(x: np.ndarray, y: np.ndarray, rounds: int = 50) -> np.ndarray:
+    """argmin_b sum |y - x b| by iteratively reweighted least squares."""
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    for _ in range(rounds):
+        w = 1.0 / np.sqrt(np.maximum(np.abs(y - x @ coef), 1e-3))
+        coef = np.linalg.lstsq(x * w[:, None], y * w, rcond=None)[0]
+    return coef
 
 
 def print_prefill_table(profile: Profile, intervals: Sequence[PrefillInterval]) -> None:
@@ -421,6 +481,13 @@ SPEC_PARAMS = (
     Param("overheads", "o_step_ms", 0.01, 2.0),
 )
 PREFILL_PARAM = Param("overheads", "o_prefill_ms", 0.0, 100.0)
+PREFIX_PARAM = Param(
+    "target_attention",
+    "prefill_prefix_ns_per_token_layer",
+    0.0,
+    1000.0,
+    tied=("draft_attention",),
+)
 # Measured and printed but not written into the profile: the real server merged arrivals into
 # few prefill forwards at large batch (EAGLE-3 coding c=128: 8.5 requests per forward) where the
 # simulated one runs ~3x as many forwards with fewer requests, so a per-forward cost fitted here
@@ -614,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     fitted = fit(start, DECODE_PARAMS, decode_groups)
     fitted = fit(fitted, SPEC_PARAMS, spec_groups)
     fitted = fit_prefill_overhead(fitted, intervals)
-    params: tuple[Param, ...] = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM)
+    params: tuple[Param, ...] = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM, PREFIX_PARAM)
     first, unmatched = first_tokens(args.run_dir, logs_by_mode)
     if first:
         for _ in range(FIRST_TOKEN_ROUNDS):

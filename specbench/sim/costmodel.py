@@ -122,6 +122,10 @@ class AttentionModel:
     # ns per KV token of one request, per layer; for the decode kernel and the verify kernel.
     serial_ns_per_token_layer: float = 0.0
     verify_serial_ns_per_token_layer: float = 0.0
+    # An extend over a cached prefix walks the prefix one block per query head (Triton's extend
+    # kernel: a short chunk gives one tile of rows per head): ns per prefix token per layer,
+    # once per request in the forward. 0 = the prefix costs its FLOPs only.
+    prefill_prefix_ns_per_token_layer: float = 0.0
 
     def decode_ms(
         self,
@@ -147,7 +151,9 @@ class AttentionModel:
     def prefill_ms(self, n_new: int, n_prefix: int) -> float:
         # Causal attention over the chunk: QK^T and PV, 2 FLOPs per MAC each.
         flops = 4.0 * self.n_layers * self.q_hidden * n_new * (n_prefix + n_new / 2.0)
-        return self.n_layers * self.layer_fixed_ms + 1e3 * flops / self.prefill_flops_per_s
+        walk_ms = self.n_layers * self.prefill_prefix_ns_per_token_layer * n_prefix / 1e6
+        flops_ms = 1e3 * flops / self.prefill_flops_per_s
+        return self.n_layers * self.layer_fixed_ms + flops_ms + walk_ms
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,19 @@ class Frontend:
 
 
 @dataclass(frozen=True)
+class Scheduling:
+    """How the scheduler picks the next forward (optional ``[scheduler]`` table).
+
+    ``prefill_first``: run a prefill whenever one is admissible, as SGLang's
+    ``get_next_batch_to_run`` does ("Run prefill first if possible"), so arrivals that come one
+    at a time hold the running batch's decode back once each. False (the default) alternates a
+    prefill and a decode step while requests wait.
+    """
+
+    prefill_first: bool = False
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -276,6 +295,7 @@ class Profile:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     vocab_size: int = 128256  # the target's vocabulary (bounds logit_bias keys); Llama-3's
     frontend: Frontend = Frontend()  # optional [frontend] table; off by default
+    scheduling: Scheduling = Scheduling()  # optional [scheduler] table
 
 
 @dataclass(frozen=True)
@@ -510,6 +530,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         "workload",
         "acceptance",
         "frontend",
+        "scheduler",
     }
     return Profile(
         name=str(data.get("name", path.stem)),
@@ -531,6 +552,9 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         memory=_build(Memory, _section(data, "memory", path), "memory", path),
         workload=workload,
         frontend=_build(Frontend, _optional_section(data, "frontend", path), "frontend", path),
+        scheduling=_build(
+            Scheduling, _optional_section(data, "scheduler", path), "scheduler", path
+        ),
         source_path=str(path),
         extra={k: v for k, v in data.items() if k not in known},
     )

@@ -241,7 +241,8 @@ class Scheduler(kvpool.PoolAccounting):
     def _plan(self) -> _Forward | None:
         self._drop_cancelled()
         want_prefill = bool(self.prefilling) or self._head_admissible()
-        if want_prefill and (self._last_was_decode or not self.decoding):
+        turn = self._last_was_decode or self.profile.scheduling.prefill_first
+        if want_prefill and (turn or not self.decoding):
             return self._plan_prefill()
         if self.decoding:
             return self._plan_decode()

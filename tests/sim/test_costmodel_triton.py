@@ -173,3 +173,39 @@ def test_the_frontend_works_on_the_whole_prompt_not_the_uncached_part(profile) -
     gpu_ms = prefill_step(profile, [(262, 11450)], speculative=False).total_ms
     assert frontend_ms > 1.5 * gpu_ms
     assert profile.frontend.holds_output
+
+
+def test_an_extend_walks_its_cached_prefix(profile) -> None:
+    # Triton's extend kernel gives a short chunk one tile per query head, which walks the
+    # whole cached prefix: a one-token extend over 10k cached tokens costs more than one over
+    # 1k by the fitted walk (fit_profile.py, prefill intervals at load).
+    walk = profile.target_attention.prefill_prefix_ns_per_token_layer
+    assert walk > 0
+    short = prefill_step(profile, [(1, 1_000)], speculative=False).total_ms
+    long = prefill_step(profile, [(1, 10_000)], speculative=False).total_ms
+    layers = profile.target_attention.n_layers
+    flops_ms = 4.0 * layers * profile.target_attention.q_hidden * 9_000 * 1e3
+    flops_ms /= profile.target_attention.prefill_flops_per_s
+    assert long - short == pytest.approx(layers * walk * 9_000 / 1e6 + flops_ms)
+    default = load_profile("llama-3.1-8b-1xh200")
+    assert default.target_attention.prefill_prefix_ns_per_token_layer == 0.0  # off by default
+
+
+def test_the_fit_reads_each_requests_whole_context_not_the_shared_pool() -> None:
+    # SGLang's #token counts a prefix shared by several requests once; the fit follows the
+    # requests from the Prefill batch lines so that it sees what the simulator charges.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"))
+    from fit_profile import LOG_INTERVAL_STEPS, RunningContexts  # type: ignore[import-not-found]
+
+    running = RunningContexts()
+    running.prefill(1, 4000, 0)
+    running.prefill(2, 200, 7800)  # two requests on the first one's 4k prefix
+    total = running.decode(3, 1.0)
+    assert total == pytest.approx(4000 + 2 * 4000 + 3 * LOG_INTERVAL_STEPS / 2)
+    # The oldest finishes first: the next line at batch 2 keeps the two newest.
+    assert running.decode(2, 1.0) == pytest.approx(
+        2 * (4000 + LOG_INTERVAL_STEPS) + 2 * LOG_INTERVAL_STEPS / 2
+    )

@@ -156,3 +156,39 @@ def test_bookkeeping_of_a_250_request_step_is_cheap() -> None:
         sched._commit(fwd, 0.0, 0.0)
     per_step_ms = (time.perf_counter() - t0) / n * 1e3
     assert per_step_ms < 2.0  # ~0.25 ms measured; generous for a shared 2-core machine
+
+
+def _with_prefill_first(on: bool) -> tuple[Scheduler, TraitModel]:
+    import dataclasses
+
+    from specbench.sim.costmodel import Scheduling
+
+    profile = load_profile()
+    profile = dataclasses.replace(profile, scheduling=Scheduling(prefill_first=on))
+    ns = build_parser().parse_args(["--model-path", "m", "--sim-time-scale", "1000"])
+    s = resolve(ns, profile, env={})
+    return Scheduler(s, profile, lambda level, msg: None), TraitModel(profile.workload, 0)
+
+
+@pytest.mark.parametrize("prefill_first", [False, True])
+def test_an_arrival_after_a_prefill_waits_one_decode_step_unless_prefill_first(
+    prefill_first: bool,
+) -> None:
+    # SGLang runs a prefill whenever one is admissible; the default alternates so that a
+    # stream of arrivals cannot hold the running batch back step after step.
+    sched, traits = _with_prefill_first(prefill_first)
+    first, second = requests(traits, 2, 50)
+    sched.submit(first)
+    fwd = sched._plan()
+    assert fwd is not None and fwd.kind == "prefill"
+    sched._commit(fwd, 0.0, 0.0)
+    assert first in sched.decoding
+    sched.submit(second)
+    fwd = sched._plan()
+    assert fwd is not None
+    assert fwd.kind == ("prefill" if prefill_first else "decode")
+
+
+def test_only_the_triton_profile_runs_prefill_first() -> None:
+    assert load_profile("llama-3.1-8b-1xh200-triton").scheduling.prefill_first
+    assert not load_profile().scheduling.prefill_first
