@@ -19,13 +19,13 @@ from tests.harness import run_cli
 
 RUNS = Path(__file__).resolve().parents[1] / "results" / "gpu"
 RUN = RUNS / "h200-sglang-0.5.17-llama8b-shape-q0.3"
+CONTEXT_RUN = RUNS / "h200-sglang-0.5.17-llama8b-shape-q0.3-context"
 DERIVED = ("analysis.json", "report.md", "report.html", "plots")
 
 
-@pytest.fixture(scope="module")
-def rerun(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    copy = tmp_path_factory.mktemp("gpu") / RUN.name
-    shutil.copytree(RUN, copy)
+def _rerun(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    copy = tmp_path_factory.mktemp("gpu") / run.name
+    shutil.copytree(run, copy)
     for name in DERIVED:
         path = copy / name
         if path.is_dir():
@@ -35,6 +35,11 @@ def rerun(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = run_cli(["report", str(copy)], cwd=copy.parent, timeout=300)
     assert done.returncode == 0, done.stderr
     return copy
+
+
+@pytest.fixture(scope="module")
+def rerun(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _rerun(RUN, tmp_path_factory)
 
 
 def test_the_run_names_its_hardware_and_sglang() -> None:
@@ -99,3 +104,22 @@ def test_thresholds_name_the_prompt_lengths_they_hold_for(rerun: Path) -> None:
     assert f"coding 129 ({measured_with})" in out
     assert f"context: it holds for traffic like the coding set's, measured with {measured_with}" \
         in out
+
+
+def test_the_context_run_reads_back_with_its_surface(tmp_path_factory: pytest.TempPathFactory,
+                                                     ) -> None:
+    """The first bucketed run on the H200 (coding and agentic at up to 4k and 4k-12k prompt
+    tokens): on Triton attention EAGLE-3 loses ground as the context grows."""
+    copy = _rerun(CONTEXT_RUN, tmp_path_factory)
+    analysis = json.loads((copy / "analysis.json").read_text())
+    assert analysis == json.loads((CONTEXT_RUN / "analysis.json").read_text())
+    coding = analysis["context_surface"]["coding"]
+    assert [b["range"] for b in coding["buckets"]] == ["up to 4k prompt tokens",
+                                                       "4k-12k prompt tokens"]
+    short, long = coding["buckets"]
+    assert short["plain_server"]["outcome"] == "crossover"  # c* about 7
+    assert long["plain_server"]["outcome"] == "eagle3_never_wins"
+    for bucket in coding["buckets"]:  # the server's own token counts fall in the bucket
+        spread = bucket["prompt_tokens"]
+        assert bucket["low_tokens"] < spread["min"] <= spread["max"] <= bucket["high_tokens"]
+    assert "## Context length" in (copy / "report.md").read_text()

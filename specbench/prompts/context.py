@@ -15,8 +15,9 @@ How a set fills a bucket, deterministically and from the set's own text:
 - snapshots that end up above the bucket are left out.
 The client cannot tokenize, so sizes are estimated at 4 characters per token and every bucket
 is aimed at a band inside it (`_BAND`) that holds for tokenizers between about 3 and 5
-characters per token; the tokens each request really carried (the server's count) are recorded
-per point and reported.
+characters per token, with the tool schemas counted for the top and not for the bottom (a
+template may leave them out); the tokens each request really carried (the server's count) are
+recorded per point and reported.
 """
 
 from __future__ import annotations
@@ -26,7 +27,13 @@ import random
 import re
 from dataclasses import dataclass, replace
 
-from specbench.prompts.model import CHARS_PER_TOKEN, PromptRequest, PromptSet, PromptSetError
+from specbench.prompts.model import (
+    CHARS_PER_TOKEN,
+    PromptRequest,
+    PromptSet,
+    PromptSetError,
+    message_chars,
+)
 
 BUCKET_SEP = "@"
 # The share of a bucket aimed at: estimated prompt tokens in [low * 1.3, high * 0.75].
@@ -34,6 +41,8 @@ _BAND = (1.3, 0.75)
 # A bucket with fewer requests than this cannot hold a point's window; refuse it.
 MIN_REQUESTS = 16
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kK]?)$")
+# Part of a bucketed set's hash: a resumed run refuses requests built by another version.
+_VERSION = 2
 _EXCERPT_HEADER = "Context from the repository (excerpts you may need):\n\n"
 
 
@@ -95,8 +104,12 @@ def split_bucket(set_name: str) -> tuple[str, str | None]:
     return (base, bucket) if sep and base else (set_name, None)
 
 
-def _est_tokens(request: PromptRequest, extra_chars: int = 0) -> float:
-    return (request.input_chars + extra_chars) / CHARS_PER_TOKEN
+def _est_tokens(request: PromptRequest, extra_chars: int = 0, *, tools: bool = True) -> float:
+    """Estimated prompt tokens; `tools=False` leaves out the tool schemas, which some chat
+    templates do not render (the constructed H200 model's did not: its agentic prompts came
+    out about 1.1k tokens shorter than estimated)."""
+    chars = request.input_chars if tools else message_chars(request.messages)
+    return (chars + extra_chars) / CHARS_PER_TOKEN
 
 
 def _excerpts(ps: PromptSet) -> list[tuple[str, str]]:
@@ -149,7 +162,9 @@ def bucket_prompt_set(ps: PromptSet, bucket: ContextBucket) -> PromptSet:
         sessions.setdefault(request.session_id or request.id, []).append(request)
     requests: list[PromptRequest] = []
     for session, snapshots in sessions.items():
-        shortest = min(_est_tokens(r) for r in snapshots)
+        # The low end counts no tool schemas and the high end counts them, so a prompt lands
+        # in the bucket whether or not the server's template renders the tools.
+        shortest = min(_est_tokens(r, tools=False) for r in snapshots)
         block = ""
         has_user = all(any(m.get("role") == "user" for m in r.messages) for r in snapshots)
         if shortest < low and has_user:
@@ -159,7 +174,8 @@ def bucket_prompt_set(ps: PromptSet, bucket: ContextBucket) -> PromptSet:
             block = _context_block(pool, session, round((target - shortest) * CHARS_PER_TOKEN),
                                    seed)
         for request in snapshots:
-            if low <= _est_tokens(request, len(block)) <= high:
+            if low <= _est_tokens(request, len(block), tools=False) \
+                    and _est_tokens(request, len(block)) <= high:
                 requests.append(_with_context(request, block, name) if block
                                 else replace(request, prompt_set=name))
     if len(requests) < MIN_REQUESTS:
@@ -168,7 +184,7 @@ def bucket_prompt_set(ps: PromptSet, bucket: ContextBucket) -> PromptSet:
             f"{bucket.name} ({bucket.range_text}); need {MIN_REQUESTS}: choose other "
             "--context-lengths or a set with prompts of that length")
     digest = hashlib.sha256(
-        f"{ps.sha256}/{bucket.name}/{bucket.low_tokens}-{bucket.high_tokens}".encode()
+        f"{ps.sha256}/{bucket.name}/{bucket.low_tokens}-{bucket.high_tokens}/{_VERSION}".encode()
     ).hexdigest()
     return PromptSet(name=name, path=ps.path, sha256=digest, rows=len(sessions),
                      requests=tuple(requests), source=ps.source)
