@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from specbench import prompts
@@ -13,6 +15,7 @@ from specbench.prompts.context import (
     parse_context_lengths,
     split_bucket,
 )
+from tests.harness import run_cli
 
 
 def test_bucket_tops_become_ranges_in_rising_order() -> None:
@@ -62,3 +65,16 @@ def test_a_set_with_no_prompts_that_short_cannot_fill_the_bucket() -> None:
     agentic = prompts.load_prompt_set("agentic")  # its system prompt alone is over 1k tokens
     with pytest.raises(prompts.PromptSetError, match=r"agentic has only 0 requests .* 1k"):
         bucket_prompt_set(agentic, parse_context_lengths(("1k",))[0])
+
+
+def test_the_plan_lists_only_the_buckets_each_set_fills_and_refuses_an_empty_set(
+    tmp_path: Path,
+) -> None:
+    plan = run_cli(["sweep", "--dry-run", "--context-lengths", "2k,8k"], tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "prompt sets coding@2k,coding@8k,agentic@8k x" in " ".join(plan.stdout.split())
+    refused = run_cli(["sweep", "--dry-run", "--context-lengths", "1k", "--prompts", "agentic"],
+                      tmp_path)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "agentic has only 0 requests in the context bucket 1k" in lines[0]

@@ -188,3 +188,24 @@ def bucket_prompt_set(ps: PromptSet, bucket: ContextBucket) -> PromptSet:
     ).hexdigest()
     return PromptSet(name=name, path=ps.path, sha256=digest, rows=len(sessions),
                      requests=tuple(requests), source=ps.source)
+
+
+def bucketed_sets(
+    sets: dict[str, PromptSet], bucket_names: tuple[str, ...]
+) -> dict[str, PromptSet]:
+    """Each set once per bucket it can fill (``set@bucket``). A bucket a set cannot fill is left
+    out; a set that fills none raises PromptSetError (the first bucket's reason)."""
+    out: dict[str, PromptSet] = {}
+    buckets = parse_context_lengths(bucket_names)
+    for ps in sets.values():
+        problems = []
+        for bucket in buckets:
+            try:
+                filled = bucket_prompt_set(ps, bucket)
+            except PromptSetError as exc:
+                problems.append(exc)
+                continue
+            out[filled.name] = filled
+        if len(problems) == len(buckets):
+            raise problems[0]
+    return out

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from specbench import prompts
 from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, make_engine
 from specbench.engines.base import adaptive_path
+from specbench.prompts import context
 from specbench.run.adaptive import coarse_levels
 
 
@@ -77,10 +79,20 @@ def estimate_gpu_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
     return (n_points * point_gpu_s + launches * engine.start_estimate_s) * cfg.server.tp_size
 
 
+def _measured_sets(cfg: SweepConfig) -> tuple[str, ...]:
+    """The sets a sweep will measure; with context buckets, only the buckets each set fills
+    (the sets are loaded and sized for that)."""
+    if not cfg.context_lengths:
+        return cfg.measured_sets
+    loaded = {ps.name: ps for ps in map(prompts.load_prompt_set, cfg.prompt_sets)}
+    return tuple(context.bucketed_sets(loaded, cfg.context_lengths))
+
+
 def dry_run(cfg: SweepConfig, console: Console) -> None:
     """Print the server commands and the plan; launch nothing."""
     engine = make_engine(cfg)
     console.print(f"[bold]specbench sweep plan[/] (engine {cfg.engine}, nothing launched)")
+    sets = _measured_sets(cfg)
     n_points = 0
     for config in cfg.configurations:
         schedule = _shown_schedule(config, cfg)
@@ -93,10 +105,10 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
                 soft_wrap=True,
             )
         levels = levels_for(config, cfg, schedule)
-        n = len(levels) * len(cfg.measured_sets) * cfg.load.repeats
+        n = len(levels) * len(sets) * cfg.load.repeats
         n_points += n
         console.print(
-            f"  {n} points: prompt sets {','.join(cfg.measured_sets)} x concurrency "
+            f"  {n} points: prompt sets {','.join(sets)} x concurrency "
             f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
         )
     if cfg.plan == "adaptive":

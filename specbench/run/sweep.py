@@ -70,7 +70,10 @@ def preflight(cfg: SweepConfig, engine: Engine) -> dict[str, prompts.PromptSet]:
     if cfg.mix:
         sets[prompts.MIX_NAME] = _mix(cfg, sets)
     if cfg.context_lengths:
-        sets = _bucketed(cfg, sets)
+        try:
+            sets = context.bucketed_sets(sets, cfg.context_lengths)
+        except prompts.PromptSetError as exc:
+            raise ConfigError(str(exc)) from None
     # One socket per user: the soft open-files limit is raised to the hard one now, and a
     # limit too low for the largest level is refused before any server starts.
     runner.raise_fd_limit(max(cfg.concurrency))
@@ -89,24 +92,6 @@ def _mix(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> prompts.Prompt
         except prompts.PromptSetError as exc:
             raise ConfigError(f"--mix: {exc}") from None
     return prompts.mix_prompt_set(parts, dict(cfg.mix), cfg.load.seed)
-
-
-def _bucketed(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> dict[str, prompts.PromptSet]:
-    """Each set once per context bucket it can fill (``set@bucket``); a bucket a set cannot fill
-    is left out (`skipped_buckets` names it), a set that fills none is refused."""
-    out: dict[str, prompts.PromptSet] = {}
-    for ps in sets.values():
-        problems = []
-        for bucket in context.parse_context_lengths(cfg.context_lengths):
-            try:
-                filled = context.bucket_prompt_set(ps, bucket)
-            except prompts.PromptSetError as exc:
-                problems.append(str(exc))
-                continue
-            out[filled.name] = filled
-        if len(problems) == len(cfg.context_lengths):
-            raise ConfigError(problems[0])
-    return out
 
 
 def skipped_buckets(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> list[str]:
