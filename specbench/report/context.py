@@ -10,6 +10,7 @@ glance up to which concurrency drafting pays at each context length.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -26,7 +27,8 @@ PANELS = (("over_zero_step", "one_server", "EAGLE-3 / zero-step (one server: T)"
           ("over_baseline", "plain_server", "EAGLE-3 / baseline (plain server: c*)"))
 
 
-def _c_star(d: dict[str, Any], digits: int = 1) -> tuple[str, str]:
+def c_star_cells(d: Mapping[str, Any], digits: int = 1) -> tuple[str, str]:
+    """(crossing cell, 95% interval cell) of one decision, for the report's tables."""
     outcome = d.get("outcome")
     if outcome is None:
         return "–", "–"
@@ -55,8 +57,8 @@ def bucket_rows(surface: dict[str, Any]) -> list[list[str]]:
         threshold = b["one_server"].get("threshold_batch_size")
         e_min = b.get("efficiency_min")
         rows.append([f"{b['bucket']} ({b['range']})", _tokens(b, "p50"), _tokens(b, "p90"),
-                     "–" if threshold is None else str(threshold), *_c_star(b["one_server"]),
-                     *_c_star(b["plain_server"]), _tax(b),
+                     "–" if threshold is None else str(threshold), *c_star_cells(b["one_server"]),
+                     *c_star_cells(b["plain_server"]), _tax(b),
                      "–" if e_min is None else f"{e_min:.3f}"])
     return rows
 
@@ -97,8 +99,8 @@ def render_surface_terminal(result: dict[str, Any] | None, console: Console) -> 
             decisions.add_column(header, justify="left" if header == "prompt tokens" else "right")
         for b, row in zip(surface["buckets"], bucket_rows(surface), strict=True):
             decisions.add_row(b["range"].removesuffix(" prompt tokens"), row[1], row[3],
-                              _joined(*_c_star(b["one_server"], 0)),
-                              _joined(*_c_star(b["plain_server"], 0)), row[9])
+                              _joined(*c_star_cells(b["one_server"], 0)),
+                              _joined(*c_star_cells(b["plain_server"], 0)), row[9])
         console.print(decisions)
         headers, rows = grid_rows(surface, "over_zero_step")
         grid = Table(title=f"{base}: EAGLE-3 / zero-step by context and concurrency",

@@ -32,7 +32,7 @@ from specbench.analysis import current_analysis, point_means
 from specbench.analysis.mix import chosen_threshold
 from specbench.metrics import explain_flag
 from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
-from specbench.report.context import render_surface_terminal, surface_blocks
+from specbench.report.context import c_star_cells, render_surface_terminal, surface_blocks
 from specbench.report.html import HTML_FILE, figure_markup, render_html
 from specbench.report.plots import FIGURE_NAMES, label, order, plot_run, short_label
 from specbench.report.tables import (
@@ -297,17 +297,6 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
 # report.md and report.html
 
 
-def _c_star(d: Mapping[str, Any]) -> tuple[str, str]:
-    """(c* cell, interval cell) of one decision."""
-    outcome = d.get("outcome")
-    if outcome is None:
-        return "–", "–"
-    if outcome != "crossover":
-        return ("never wins" if outcome == "eagle3_never_wins" else "always wins"), "–"
-    lo, hi = d["interval"]
-    return f"{d['crossover_concurrency']:.1f}", f"{lo:.1f}–{hi:.1f}"
-
-
 def _pct_span(values: Mapping[str, float] | None) -> str:
     numbers = list((values or {}).values())
     if not numbers:
@@ -322,8 +311,8 @@ def _summary_section(result: dict[str, Any]) -> list[Block]:
     body = []
     for name, s in result["prompt_sets"].items():
         plain_server = s.get("plain_server") or {}
-        body.append([name, str(chosen_threshold(s)), *_c_star(s.get("one_server") or {}),
-                     *_c_star(s), _pct_span(plain_server.get("tax")),
+        body.append([name, str(chosen_threshold(s)), *c_star_cells(s.get("one_server") or {}),
+                     *c_star_cells(s), _pct_span(plain_server.get("tax")),
                      _pct_span(plain_server.get("faster_above"))])
     notes = [plain(f"{name}, {note}") for name, s in result["prompt_sets"].items()
              for note in _notes(s)]
