@@ -159,6 +159,9 @@ def surface_figure(result: dict[str, Any] | None) -> MplFigure | None:
         levels, buckets = surface["levels"], surface["buckets"]
         for col, (key, decision, title) in enumerate(PANELS):
             ax = axes[row][col]
+            if all(v is None for line in surface[key] for v in line):
+                ax.text(0.5, 0.5, "not measured (no zero-step curve)" if decision == "one_server"
+                        else "not measured", ha="center", va="center", transform=ax.transAxes)
             values = [[math.log2(v) if v else math.nan for v in line] for line in surface[key]]
             xs = [_crossing_x(b[decision], levels) for b in buckets]
             image = ax.imshow(values, cmap="RdBu", vmin=-1.5, vmax=1.5, aspect="auto",
