@@ -25,6 +25,8 @@ from specbench.sim.scheduler import Scheduler
 # A stream waits (and so coalesces) while the scheduler is later than this behind real time.
 COALESCE_LAG_S = 0.004
 COALESCE_MAX_WAIT_S = 0.05
+# SGLang 0.5.23's TokenizerManager checks a waiting request's client this often (server time).
+DISCONNECT_POLL_S = 4.0
 CLIENT_GONE = (ConnectionError,)  # aiohttp's ClientConnectionResetError is one
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -80,7 +82,7 @@ async def stream_sse(
     half = max(1, req.target_tokens // 2)
     try:
         while True:
-            await _next_update(req, scheduler, output_turn)
+            await _next_update(req, scheduler, output_turn, request)
             now, done = req.completion_tokens, req.finished
             if now > sent or (done and sent == 0):
                 payloads = _updates(on_update, req, sent, now, done)
@@ -118,10 +120,28 @@ def _updates(on_update: OnUpdate, req: SimRequest, sent: int, now: int, done: bo
 
 
 async def _next_update(
-    req: SimRequest, scheduler: Scheduler, output_turn: OutputTurn | None
+    req: SimRequest, scheduler: Scheduler, output_turn: OutputTurn | None,
+    request: web.Request | None = None,
 ) -> None:
-    """Wait until the scheduler has news for this request and the server may write it."""
-    await req.event.wait()
+    """Wait until the scheduler has news for this request and the server may write it.
+
+    Before the first token, the client is checked every DISCONNECT_POLL_S of server time, as
+    SGLang's TokenizerManager does (`_REQUEST_STATE_WAIT_TIMEOUT`, 4 s): a request whose client
+    left while it was queued or in prefill is aborted then, not when its first token is
+    written. Later, each token's write finds a client that left.
+    """
+    poll_s = DISCONNECT_POLL_S / scheduler.time_scale
+    while True:
+        if req.completion_tokens > 0:  # streaming: a write finds a client that left
+            await req.event.wait()
+            break
+        try:
+            await asyncio.wait_for(req.event.wait(), timeout=poll_s)
+            break
+        except TimeoutError:
+            transport = None if request is None else request.transport
+            if request is not None and (transport is None or transport.is_closing()):
+                raise ConnectionResetError("client went away while it waited") from None
     if output_turn is not None:
         await output_turn()
     lag_s = scheduler.lag.lag_s

@@ -498,6 +498,39 @@ def test_client_disconnect_frees_the_slot(base: SimProc) -> None:
     assert "Traceback" not in base.log
 
 
+def test_a_queued_request_whose_client_left_is_aborted_within_sglangs_poll(start_sim) -> None:  # type: ignore[no-untyped-def]
+    """SGLang checks a waiting request's client every 4 s and aborts it when gone; a request
+    left in the queue must not hold the server until its turn comes."""
+    from specbench.sim.streaming import DISCONNECT_POLL_S
+
+    scale = 8.0
+    sim: SimProc = start_sim("--sim-time-scale", str(scale), "--max-running-requests", "1",
+                             "--enable-metrics", "--skip-server-warmup")
+
+    def queued() -> float:
+        return metric_sum(sim.get("/metrics")[1], "sglang:num_queue_reqs")
+
+    async def go() -> float:
+        async with aiohttp.ClientSession() as session:
+            long = chat_body("hold the slot", max_tokens=100000, ignore_eos=True, stream=True)
+            async with session.post(sim.url + "/v1/chat/completions", json=long) as holder:
+                await holder.content.readline()  # the only slot is taken
+                waiter = chat_body("wait", max_tokens=10, stream=True)
+                # The headers come at once (as SGLang's StreamingResponse sends them).
+                response = await session.post(sim.url + "/v1/chat/completions", json=waiter)
+                while queued() < 1:
+                    await asyncio.sleep(0.02)
+                response.close()  # the client leaves while its request is queued
+                left = time.monotonic()
+                while queued() > 0:
+                    assert time.monotonic() - left < 3 * DISCONNECT_POLL_S / scale + 1.0
+                    await asyncio.sleep(0.02)
+                return time.monotonic() - left
+
+    assert asyncio.run(go()) < 3 * DISCONNECT_POLL_S / scale + 1.0
+    assert "Traceback" not in sim.log
+
+
 @pytest.mark.parametrize("scale", ["4", "16"])
 def test_wall_time_times_scale_is_model_time(start_sim, scale: str) -> None:  # type: ignore[no-untyped-def]
     from specbench.sim.costmodel import decode_step, load_profile, prefill_step
