@@ -48,6 +48,16 @@ def test_a_crossing_at_a_known_level_ends_bracketed_by_adjacent_grid_levels(
     assert len(measured) <= math.ceil(math.log2(len(GRID))) + 1 < len(GRID)
 
 
+def test_an_interval_reaching_a_bracket_level_gets_the_level_beyond_it() -> None:
+    # Cut at 64, the top its pair measured: the draws crossing above 64 need 128.
+    assert next_level(GRID, [16, 32, 64], "crossover", 62.0, [57.0, 64.0]) == 128
+    # Reaching below 64 with 32 unmeasured: those draws would spread over 16..64.
+    assert next_level(GRID, [16, 64, 128], "crossover", 76.0, [61.0, 85.0]) == 32
+    assert next_level(GRID, [16, 64, 128], "crossover", 76.0, [66.0, 85.0]) is None
+    assert next_level(GRID, [16, 32, 64, 128], "crossover", 62.0, [31.0, 64.0]) is None
+    assert next_level(GRID, [16, 128, 250], "crossover", 230.0, [200.0, 250.0]) is None
+
+
 def test_no_level_for_a_decision_without_a_reading() -> None:
     assert next_level(GRID, [], "crossover", 40.0) is None
     assert next_level(GRID, [16], None, None) is None  # e.g. no zero-step curve

@@ -10,8 +10,10 @@ zero-step path), so the plan bisects each one on its own pair:
    levels gets one more level, the middle of its bracket in grid steps (:func:`next_level`),
    measured on its two servers only; a curve that does not cross in what was measured is
    bracketed by the edge of the grid;
-3. the rounds end when every decision is bracketed (the dense grid's own resolution, about
-   log2 of the grid's size rounds) or `--budget-gpu-min` is spent.
+3. a bracketed crossing whose 95% interval reaches a bracket level gets the grid level beyond
+   it, so the interval is not cut at the edge of what its pair measured;
+4. the rounds end when nothing is left to place (about log2 of the grid's size rounds) or
+   `--budget-gpu-min` is spent.
 
 The levels placed are recorded per server and prompt set in the manifest (`refined`), so
 `--resume` measures the same ones. The dynamic and tuned servers then follow from the
@@ -74,14 +76,18 @@ def placed_levels(refined: Mapping[str, list[int]], grid: Sequence[int], config_
 
 
 def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
-               crossing_c: float | None) -> int | None:
+               crossing_c: float | None,
+               interval: Sequence[float] | None = None) -> int | None:
     """The level to measure next for one decision, or None when it needs no more.
 
     `shared` are the levels both its servers measured, `outcome` and `crossing_c` what the
     analysis made of them. The bracket is the two measured levels around the crossing, or the
     measured edge and the grid's edge when the curve does not cross (EAGLE-3 ahead
     everywhere: the crossing may be above; behind everywhere: below). The next level is the
-    bracket's middle in grid steps; None once no grid level is left inside it.
+    bracket's middle in grid steps. Once adjacent levels bracket the crossing, a 95%
+    `interval` reaching one of them gets that side's next grid level too: bootstrap draws that
+    cross beyond it are otherwise lost or spread over a wide segment, and the interval comes
+    out cut at the measured edge. None once nothing is left to place.
     """
     levels = sorted(set(grid))
     done = sorted(levels.index(c) for c in set(shared) if c in levels)
@@ -96,14 +102,22 @@ def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
         low, high = -1, done[0]
     else:
         return None
-    if high - low <= 1:
+    if high - low > 1:
+        return levels[(low + high) // 2]
+    if outcome != "crossover" or not interval:
         return None
-    return levels[(low + high) // 2]
+    beyond = []
+    if interval[0] <= levels[low] and low >= 1:
+        beyond.append(low - 1)
+    if interval[1] >= levels[high] and high + 1 < len(levels):
+        beyond.append(high + 1)
+    return next((levels[i] for i in beyond if i not in done), None)
 
 
-def _reading(entry: Mapping[str, Any], decision: Decision) -> tuple[str | None, float | None]:
+def _reading(entry: Mapping[str, Any], decision: Decision
+             ) -> tuple[str | None, float | None, list[float] | None]:
     found = entry.get(decision.field) or {}
-    return found.get("outcome"), found.get("crossover_concurrency")
+    return found.get("outcome"), found.get("crossover_concurrency"), found.get("interval")
 
 
 def place(analysis: Mapping[str, Any], refined: dict[str, list[int]], grid: Sequence[int],
@@ -119,8 +133,8 @@ def place(analysis: Mapping[str, Any], refined: dict[str, list[int]], grid: Sequ
             if not set(decision.servers) <= present:
                 continue
             measured = [set(placed_levels(refined, grid, s, name)) for s in decision.servers]
-            outcome, crossing_c = _reading(entry, decision)
-            level = next_level(grid, set.intersection(*measured), outcome, crossing_c)
+            outcome, crossing_c, interval = _reading(entry, decision)
+            level = next_level(grid, set.intersection(*measured), outcome, crossing_c, interval)
             if level is None:
                 continue
             for server in decision.servers:
