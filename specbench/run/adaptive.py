@@ -107,9 +107,9 @@ def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
     if outcome != "crossover" or not interval:
         return None
     beyond = []
-    if interval[0] <= levels[low] and low >= 1:
+    if low >= 1 and interval[0] <= levels[low]:
         beyond.append(low - 1)
-    if interval[1] >= levels[high] and high + 1 < len(levels):
+    if high + 1 < len(levels) and interval[1] >= levels[high]:
         beyond.append(high + 1)
     return next((levels[i] for i in beyond if i not in done), None)
 
