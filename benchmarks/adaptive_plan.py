@@ -11,7 +11,10 @@ prompt set and decision (c*: EAGLE-3 over the baseline; T: EAGLE-3 over its zero
 - how many adaptive intervals contain the dense plan's median decision over the seeds.
 
 Targets (issue 26): adaptive GPU-seconds <= 50% of dense; >= 8 of 10 seeds inside; >= 80%
-containment. One seed pair takes about 7 minutes on the 2-core machine.
+containment. One seed pair takes about 5 minutes on the 2-core machine (dense 3.3, adaptive
+about 1.5). Also printed: points and launches per run, and the GPU-seconds again with every
+launch charged `--launch-gpu-s` (a real server's load; the simulator's takes half a second),
+since the adaptive plan relaunches servers for each round of bisection.
 
     python3 benchmarks/adaptive_plan.py --seeds 10
     python3 benchmarks/adaptive_plan.py --reuse       # re-read the runs already in --out
@@ -60,6 +63,12 @@ def decisions(run_dir: Path) -> dict[tuple[str, str], tuple[float, float, float]
     return out
 
 
+def counts(run_dir: Path) -> tuple[int, int]:
+    """Points measured and servers launched in a run."""
+    spent = gpu_time(read_manifest(run_dir)).values()
+    return sum(t.points for t in spent), sum(t.launches for t in spent)
+
+
 def gpu_s(run_dir: Path, launch_gpu_s: float | None = None) -> float:
     """A run's GPU-seconds as its manifest counts them; with `launch_gpu_s`, each launch is
     charged that much instead of the simulator's own (about a second)."""
@@ -92,8 +101,8 @@ def main() -> int:
             dirs[plan] = path if args.reuse else run(args.out, plan, seed, args.modes, args.port)
             print(f"seed {seed} {plan}: {gpu_s(dirs[plan]):.0f} GPU-s", flush=True)
         if len(dirs) == 2:
-            pairs.append((seed, {p: (gpu_s(d), decisions(d), gpu_s(d, args.launch_gpu_s))
-                                 for p, d in dirs.items()}))
+            pairs.append((seed, {p: (gpu_s(d), decisions(d), gpu_s(d, args.launch_gpu_s),
+                                     counts(d)) for p, d in dirs.items()}))
     if not pairs:
         print("no finished pairs")
         return 1
@@ -103,6 +112,12 @@ def main() -> int:
     print(f"\n{n} seeds ({', '.join(str(s) for s, _ in pairs)}); modes {args.modes}")
     print(f"median GPU-s per run: dense {dense_s:.0f}, adaptive {adaptive_s:.0f} "
           f"({adaptive_s / dense_s:.0%} of dense)")
+    for plan in ("dense", "adaptive"):
+        points = statistics.median(p[plan][3][0] for _, p in pairs)
+        launches = statistics.median(p[plan][3][1] for _, p in pairs)
+        print(f"{plan}: median {points:g} points and {launches:g} launches per run")
+    print("adaptive / dense GPU-s per seed: " + ", ".join(
+        f"{s} {p['adaptive'][0] / p['dense'][0]:.0%}" for s, p in pairs))
     real_dense = statistics.median(p["dense"][2] for _, p in pairs)
     real_adaptive = statistics.median(p["adaptive"][2] for _, p in pairs)
     print(f"with each launch charged {args.launch_gpu_s:g} GPU-s (a real one): dense "

@@ -278,14 +278,14 @@ class SweepConfig(_Section):
     )
     plan: Literal["dense", "adaptive"] = option(
         "dense",
-        "dense: every level on every server; adaptive: a coarse grid first, then grid levels "
-        "placed inside each crossing's bracket (run/adaptive.py)",
+        "dense: every level on every server; adaptive: the grid's middle level, then one level "
+        "per decision and round, bisecting its crossing on its two servers (run/adaptive.py)",
         cli="--plan",
     )
     budget_gpu_min: float | None = option(
         None,
         "adaptive plan: place no more levels once the run has spent this many GPU-minutes "
-        "(the coarse grid is always measured)",
+        "(the middle level is always measured)",
         cli="--budget-gpu-min",
         gt=0,
     )

@@ -120,7 +120,7 @@ class Manifest(_Record):
     threshold: ThresholdRecord | None = None
     # The tuned server's steps per batch-size slot, per prompt set (`specbench tune`).
     tuned: dict[str, dict[str, int]] = Field(default_factory=dict)
-    # Levels the adaptive plan added after its coarse grid, per prompt set (--plan adaptive).
+    # Levels the adaptive plan placed (--plan adaptive), per "<configuration>/<prompt set>".
     refined: dict[str, list[int]] = Field(default_factory=dict)
     started_at: str
     ended_at: str | None = None

@@ -1,12 +1,23 @@
-"""The adaptive plan (`--plan adaptive`): measure a coarse grid, then only where a decision is.
+"""The adaptive plan (`--plan adaptive`): measure only where a decision is, by bisection.
 
-Most of the default grid lies far from any crossover, and on a GPU every point costs minutes.
-The plan measures the static servers on :func:`coarse_levels` of the grid first. Then, round by
-round, each decision that crossed 1 (EAGLE-3 over the baseline: c*; EAGLE-3 over its zero-step
-path: T) gets one more grid level inside the measured bracket around its 95% interval
-(:func:`next_level`), measured on every static server, until each crossing is bracketed by
-adjacent grid levels (the dense grid's own resolution) or `--budget-gpu-min` is spent. The
-dynamic and tuned servers then follow from the thresholds as in a dense run.
+Most of the default grid lies far from any crossover, and on a GPU every point costs minutes;
+the points at high concurrency cost the most (the warmup waits for c first requests). Each
+decision compares two servers (c*: EAGLE-3 against the baseline; T: EAGLE-3 against its
+zero-step path), so the plan bisects each one on its own pair:
+
+1. every static server measures the grid's middle level (:func:`start_level`);
+2. after each analysis, each decision whose crossing is not yet bracketed by adjacent grid
+   levels gets one more level, the middle of its bracket in grid steps (:func:`next_level`),
+   measured on its two servers only; a curve that does not cross in what was measured is
+   bracketed by the edge of the grid;
+3. a bracketed crossing whose 95% interval reaches a bracket level gets the grid level beyond
+   it, so the interval is not cut at the edge of what its pair measured;
+4. the rounds end when nothing is left to place (about log2 of the grid's size rounds) or
+   `--budget-gpu-min` is spent.
+
+The levels placed are recorded per server and prompt set in the manifest (`refined`), so
+`--resume` measures the same ones. The dynamic and tuned servers then follow from the
+thresholds as in a dense run, at every level placed for their prompt set.
 """
 
 from __future__ import annotations
@@ -22,92 +33,131 @@ if TYPE_CHECKING:
     from specbench.run.progress import SweepProgress
     from specbench.run.sweep import Sweep
 
-# Every third level of the grid, plus its top: 1, 8, 64, 250 of the default x2 grid.
-COARSE_STRIDE = 3
-# Rounds of placement at most: each round relaunches the static servers.
-MAX_ROUNDS = 4
-# The decisions the plan refines: (analysis field, name shown).
-DECISIONS = (("plain_server", "c*"), ("one_server", "T"))
-
-
-def coarse_levels(grid: Sequence[int]) -> list[int]:
-    """The grid's first level, every COARSE_STRIDE-th after it, and its top."""
-    levels = sorted(set(grid))
-    return sorted({*levels[::COARSE_STRIDE], levels[-1]})
+# A safety stop for rounds: bisection of a 9-level grid needs 4; a point that keeps failing
+# would otherwise be placed again every round.
+MAX_ROUNDS = 8
 
 
 @dataclass(frozen=True)
-class Crossing:
-    """One decision's crossing of ratio 1, in concurrency, from a run's analysis."""
+class Decision:
+    """One decision the plan bisects: its name, where the analysis keeps it, its two servers."""
 
-    prompt_set: str
-    decision: str  # "c*" or "T"
-    estimate: float
-    low: float
-    high: float
+    name: str
+    field: str
+    servers: tuple[str, str]
 
 
-def crossings(analysis: Mapping[str, Any], names: Iterable[str]) -> list[Crossing]:
-    """The crossings the analysis found for the named prompt sets (sets without one: none)."""
-    found = []
+DECISIONS = (Decision("c*", "plain_server", ("eagle3", "baseline")),
+             Decision("T", "one_server", ("eagle3", "zero-step")))
+
+
+def start_level(grid: Sequence[int]) -> int:
+    """The grid's middle level (16 of the default 1..250): the first bisection step."""
+    levels = sorted(set(grid))
+    return levels[len(levels) // 2]
+
+
+def refined_key(config_name: str, prompt_set: str) -> str:
+    """The manifest's `refined` key for one server's levels in one prompt set."""
+    return f"{config_name}/{prompt_set}"
+
+
+def placed_levels(refined: Mapping[str, list[int]], grid: Sequence[int], config_name: str,
+                  prompt_set: str) -> list[int]:
+    """The levels the plan measures `config_name` at for `prompt_set`: the start level and the
+    ones placed for it; a server no decision compares (dynamic, tuned) gets every level
+    placed for the set, so its efficiency has both static curves at each."""
+    paired = {s for d in DECISIONS for s in d.servers}
+    if config_name in paired:
+        placed = refined.get(refined_key(config_name, prompt_set), [])
+    else:
+        placed = [c for s in paired for c in refined.get(refined_key(s, prompt_set), [])]
+    return sorted({start_level(grid), *placed})
+
+
+def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
+               crossing_c: float | None,
+               interval: Sequence[float] | None = None) -> int | None:
+    """The level to measure next for one decision, or None when it needs no more.
+
+    `shared` are the levels both its servers measured, `outcome` and `crossing_c` what the
+    analysis made of them. The bracket is the two measured levels around the crossing, or the
+    measured edge and the grid's edge when the curve does not cross (EAGLE-3 ahead
+    everywhere: the crossing may be above; behind everywhere: below). The next level is the
+    bracket's middle in grid steps. Once adjacent levels bracket the crossing, a 95%
+    `interval` reaching one of them gets that side's next grid level too: bootstrap draws that
+    cross beyond it are otherwise lost or spread over a wide segment, and the interval comes
+    out cut at the measured edge. None once nothing is left to place.
+    """
+    levels = sorted(set(grid))
+    done = sorted(levels.index(c) for c in set(shared) if c in levels)
+    if not done:
+        return None
+    if outcome == "crossover" and crossing_c is not None:
+        low = max((i for i in done if levels[i] <= crossing_c), default=-1)
+        high = min((i for i in done if levels[i] >= crossing_c), default=len(levels))
+    elif outcome == "eagle3_always_wins":
+        low, high = done[-1], len(levels)
+    elif outcome == "eagle3_never_wins":
+        low, high = -1, done[0]
+    else:
+        return None
+    if high - low > 1:
+        return levels[(low + high) // 2]
+    if outcome != "crossover" or not interval:
+        return None
+    beyond = []
+    if low >= 1 and interval[0] <= levels[low]:
+        beyond.append(low - 1)
+    if high + 1 < len(levels) and interval[1] >= levels[high]:
+        beyond.append(high + 1)
+    return next((levels[i] for i in beyond if i not in done), None)
+
+
+def _reading(entry: Mapping[str, Any], decision: Decision
+             ) -> tuple[str | None, float | None, list[float] | None]:
+    found = entry.get(decision.field) or {}
+    return found.get("outcome"), found.get("crossover_concurrency"), found.get("interval")
+
+
+def place(analysis: Mapping[str, Any], refined: dict[str, list[int]], grid: Sequence[int],
+          names: Iterable[str], servers: Iterable[str]) -> list[str]:
+    """One round: add each decision's next level to both its servers' levels in `refined`
+    (decisions whose servers are not all in `servers` are skipped); returns what was placed,
+    in words, empty when every decision is bracketed."""
+    present = set(servers)
+    placed = []
     for name in names:
         entry = analysis.get("prompt_sets", {}).get(name) or {}
-        for field, shown in DECISIONS:
-            decision = entry.get(field) or {}
-            estimate = decision.get("crossover_concurrency")
-            interval = decision.get("interval") or (estimate, estimate)
-            if decision.get("outcome") != "crossover" or estimate is None:
+        for decision in DECISIONS:
+            if not set(decision.servers) <= present:
                 continue
-            low, high = (float(v) if v is not None else float(estimate) for v in interval)
-            found.append(Crossing(name, shown, float(estimate), low, high))
-    return found
-
-
-def next_levels(grid: Sequence[int], measured: Iterable[int], crossing: Crossing) -> list[int]:
-    """The grid levels to measure next for a crossing: [] when none is left to place.
-
-    The bracket is the measured levels just outside the crossing's 95% interval (or its
-    estimate); every grid level not yet measured inside it is next, all in one round, since on
-    a GPU each round costs a launch of every static server. [] once adjacent measured levels
-    bracket the interval.
-    """
-    done = sorted(set(measured))
-    if not done:
-        return []
-    low = min(crossing.low, crossing.estimate)
-    high = max(crossing.high, crossing.estimate)
-    below = [c for c in done if c <= low]
-    above = [c for c in done if c >= high]
-    left = below[-1] if below else done[0]
-    right = above[0] if above else done[-1]
-    return [c for c in sorted(set(grid)) if left < c < right and c not in done]
+            measured = [set(placed_levels(refined, grid, s, name)) for s in decision.servers]
+            outcome, crossing_c, interval = _reading(entry, decision)
+            level = next_level(grid, set.intersection(*measured), outcome, crossing_c, interval)
+            if level is None:
+                continue
+            for server in decision.servers:
+                key = refined_key(server, name)
+                refined[key] = sorted({*refined.get(key, []), level})
+            at = f" {crossing_c:.3g}" if crossing_c is not None else ""
+            placed.append(f"{name} {decision.name} c={level} ({outcome}{at})")
+    return placed
 
 
 def refine(sweep: Sweep, configs: list[ServerConfiguration], progress: SweepProgress) -> None:
-    """The adaptive plan's rounds after the coarse grid (see the module docstring): each round
-    places the levels of every crossing not yet bracketed by adjacent grid levels, records them
-    in the manifest (so `--resume` measures the same levels) and measures them on every static
-    server."""
+    """The adaptive plan's rounds after the start level (see the module docstring): each round
+    places one level per decision not yet bracketed, records it in the manifest (so
+    `--resume` measures the same levels) and measures it on that decision's two servers."""
     cfg, manifest = sweep.cfg, sweep.manifest
-    grid = cfg.concurrency
     for _ in range(MAX_ROUNDS):
         spent_min = sum(t.total_gpu_s for t in gpu_time(manifest).values()) / 60
         if cfg.budget_gpu_min is not None and spent_min >= cfg.budget_gpu_min:
             sweep.console.print(f"adaptive plan: {spent_min:.1f} GPU-min spent, the budget is "
                                 f"{cfg.budget_gpu_min:g}; no more levels placed")
             return
-        placed: list[str] = []
-        for crossing in crossings(sweep.analysis(), sweep.sets):
-            extra = manifest.refined.setdefault(crossing.prompt_set, [])
-            measured = {*coarse_levels(grid), *extra}
-            levels = next_levels(grid, measured, crossing)
-            if not levels:
-                continue
-            extra.extend(levels)
-            extra.sort()
-            placed.append(f"{crossing.prompt_set} c={','.join(map(str, levels))} "
-                          f"({crossing.decision} {crossing.estimate:.3g}, "
-                          f"95% {crossing.low:.3g}-{crossing.high:.3g})")
+        placed = place(sweep.analysis(), manifest.refined, cfg.concurrency, sweep.sets,
+                       [c.name for c in configs])
         if not placed:
             return
         manifest.save(sweep.run_dir)

@@ -17,7 +17,7 @@ from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, make_engine
 from specbench.engines.base import adaptive_path
 from specbench.prompts import context
-from specbench.run.adaptive import coarse_levels
+from specbench.run.adaptive import start_level
 
 
 def levels_for(
@@ -26,10 +26,10 @@ def levels_for(
     schedule: Schedule | None,
     refined: Sequence[int] = (),
 ) -> list[int]:
-    """The sweep's levels (the adaptive plan's coarse grid and the levels it `refined`), plus a
-    threshold server's levels around its threshold (T-1, T, T+1: batch sizes just below, at
-    and just above the switch)."""
-    grid = coarse_levels(cfg.concurrency) if cfg.plan == "adaptive" else cfg.concurrency
+    """The sweep's levels (the adaptive plan's start level and the levels it `refined` for this
+    server), plus a threshold server's levels around its threshold (T-1, T, T+1: batch sizes
+    just below, at and just above the switch)."""
+    grid = [start_level(cfg.concurrency)] if cfg.plan == "adaptive" else cfg.concurrency
     levels = set(grid) | set(refined)
     threshold = schedule.threshold if schedule else None
     if config.adaptive == "threshold" and threshold is not None and threshold > 1:
@@ -114,8 +114,9 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
     if cfg.plan == "adaptive":
         budget = f", until {cfg.budget_gpu_min:g} GPU-min" if cfg.budget_gpu_min else ""
         console.print(
-            "  adaptive plan: the coarse levels above first; then, after each analysis, the "
-            "grid levels inside each crossing's bracket, on every static server"
+            "  adaptive plan: the middle level above first; then, after each analysis, one "
+            "grid level per decision, the middle of its crossing's bracket, on the two servers "
+            "it compares (c*: baseline and eagle3; T: eagle3 and zero-step)"
             f"{budget} (not counted below)"
         )
     minutes = estimate_s(cfg, engine, n_points) / 60

@@ -34,6 +34,7 @@ from specbench.load import procs, protocols, runner
 from specbench.prompts import context
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
 from specbench.results.manifest import ServerRecord
+from specbench.run import adaptive
 from specbench.run.plan import levels_for
 from specbench.run.progress import SweepProgress
 
@@ -228,9 +229,16 @@ class Sweep:
         return [
             PointKey(config.name, name, c, r)
             for name in names
-            for c in levels_for(config, self.cfg, schedule, self.manifest.refined.get(name, []))
+            for c in levels_for(config, self.cfg, schedule, self._refined(config, name))
             for r in range(self.cfg.load.repeats)
         ]
+
+    def _refined(self, config: ServerConfiguration, name: str) -> list[int]:
+        """The adaptive plan's levels for one server and prompt set ([] in a dense run)."""
+        if self.cfg.plan != "adaptive":
+            return []
+        return adaptive.placed_levels(self.manifest.refined, self.cfg.concurrency, config.name,
+                                      name)
 
     def _planned(self) -> int:
         """Points planned now; a dynamic server's straddle levels count once its T is known."""
@@ -238,8 +246,7 @@ class Sweep:
         for config in self.cfg.configurations:
             known = self._known_schedules(config)
             for name in self.sets:
-                levels = levels_for(config, self.cfg, known.get(name),
-                                    self.manifest.refined.get(name, []))
+                levels = levels_for(config, self.cfg, known.get(name), self._refined(config, name))
                 total += len(levels) * self.cfg.load.repeats
         return total
 

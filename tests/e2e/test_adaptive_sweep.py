@@ -22,11 +22,13 @@ def test_an_adaptive_sweep_places_levels_at_its_crossing_and_resumes_them(
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "res" / "run"
     run = results.load_run(run_dir)
-    refined = run.manifest.refined.get("agentic", [])
+    refined = run.manifest.refined.get("eagle3/agentic", [])
     assert refined, proc.stdout[-2000:]
-    assert "adaptive plan: next levels agentic" in proc.stdout
+    assert run.manifest.refined.get("baseline/agentic") == refined  # c*'s two servers
+    assert "adaptive plan: next levels agentic c*" in proc.stdout
     measured = sorted(set(run.summary["concurrency"].astype(int)))
-    assert measured == sorted({1, 8, 64, *refined})  # the coarse grid and the placed levels
+    assert measured == sorted({8, *refined})  # the grid's middle level and the placed ones
+    assert len(measured) < len(grid.split(","))
     plain = json.loads((run_dir / "analysis.json").read_text())["prompt_sets"]["agentic"][
         "plain_server"]
     c_star = plain["crossover_concurrency"]
