@@ -418,6 +418,10 @@ class SweepConfig(_Section):
             raise ConfigError("--plan adaptive places levels from the analysis of every "
                               "configuration, one server at a time: drop --gpus, --executor "
                               "ray and --only-config, or use --plan dense")
+        if "tuned" in self.modes:
+            raise ConfigError("--plan adaptive places levels for the two decisions only, and the "
+                              "tuned schedule needs every K at every level: use --plan dense "
+                              "with specbench tune")
         return self
 
     def gpu_slots(self) -> list[tuple[int, ...]]:

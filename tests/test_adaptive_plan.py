@@ -97,13 +97,15 @@ def test_a_decision_whose_servers_are_not_in_the_sweep_is_left_alone() -> None:
     assert refined == {"eagle3/coding": [64], "baseline/coding": [64]}
 
 
-def test_adaptive_plan_refuses_what_it_cannot_run(tmp_path: Path) -> None:
+def test_adaptive_plan_refuses_what_it_cannot_run() -> None:
     from specbench import config
 
     with pytest.raises(ConfigError, match="drop --gpus, --executor ray and --only-config"):
         config.resolve({"plan": "adaptive", "gpus": (0, 1)})
     with pytest.raises(ConfigError, match="add --plan adaptive"):
         config.resolve({"budget_gpu_min": 5.0})
+    with pytest.raises(ConfigError, match="use --plan dense with specbench tune"):
+        config.resolve({"plan": "adaptive", "modes": ("baseline", "eagle3", "tuned")})
 
 
 def test_dry_run_shows_the_start_level_and_the_rule(tmp_path: Path) -> None:
