@@ -80,9 +80,12 @@ async def stream_sse(
     sent = 0
     stall = _Stall(scheduler.settings.faults)
     half = max(1, req.target_tokens // 2)
+    watcher = asyncio.create_task(_watch_client(request, req, scheduler))
     try:
         while True:
-            await _next_update(req, scheduler, output_turn, request)
+            await _next_update(req, scheduler, output_turn)
+            if watcher.done() and not watcher.cancelled() and watcher.result():
+                return resp  # aborted while it waited: the client is gone
             now, done = req.completion_tokens, req.finished
             if now > sent or (done and sent == 0):
                 payloads = _updates(on_update, req, sent, now, done)
@@ -106,6 +109,8 @@ async def stream_sse(
     except CLIENT_GONE:
         # The client went away mid-stream: free the slot, as SGLang aborts the request.
         scheduler.cancel(req)
+    finally:
+        watcher.cancel()
     return resp
 
 
@@ -119,29 +124,28 @@ def _updates(on_update: OnUpdate, req: SimRequest, sent: int, now: int, done: bo
     return on_update(sent, now, done)
 
 
-async def _next_update(
-    req: SimRequest, scheduler: Scheduler, output_turn: OutputTurn | None,
-    request: web.Request | None = None,
-) -> None:
-    """Wait until the scheduler has news for this request and the server may write it.
-
-    Before the first token, the client is checked every DISCONNECT_POLL_S of server time, as
+async def _watch_client(request: web.Request, req: SimRequest, scheduler: Scheduler) -> bool:
+    """Until the first token, check the client every DISCONNECT_POLL_S of server time, as
     SGLang's TokenizerManager does (`_REQUEST_STATE_WAIT_TIMEOUT`, 4 s): a request whose client
-    left while it was queued or in prefill is aborted then, not when its first token is
-    written. Later, each token's write finds a client that left.
-    """
+    left while it was queued or in prefill is aborted then, not when its first token is written
+    (later, each token's write finds a client that left). True when it aborted the request.
+    A task beside the stream, so the stream's own wait for tokens stays a plain event wait."""
     poll_s = DISCONNECT_POLL_S / scheduler.time_scale
-    while True:
-        if req.completion_tokens > 0:  # streaming: a write finds a client that left
-            await req.event.wait()
-            break
-        try:
-            await asyncio.wait_for(req.event.wait(), timeout=poll_s)
-            break
-        except TimeoutError:
-            transport = None if request is None else request.transport
-            if request is not None and (transport is None or transport.is_closing()):
-                raise ConnectionResetError("client went away while it waited") from None
+    while req.completion_tokens == 0 and not req.finished:
+        await asyncio.sleep(poll_s)
+        transport = request.transport
+        if req.completion_tokens == 0 and (transport is None or transport.is_closing()):
+            scheduler.cancel(req)
+            req.event.set()  # wake the stream so it ends
+            return True
+    return False
+
+
+async def _next_update(
+    req: SimRequest, scheduler: Scheduler, output_turn: OutputTurn | None
+) -> None:
+    """Wait until the scheduler has news for this request and the server may write it."""
+    await req.event.wait()
     if output_turn is not None:
         await output_turn()
     lag_s = scheduler.lag.lag_s
