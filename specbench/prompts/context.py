@@ -186,7 +186,8 @@ def bucket_prompt_set(ps: PromptSet, bucket: ContextBucket) -> PromptSet:
     digest = hashlib.sha256(
         f"{ps.sha256}/{bucket.name}/{bucket.low_tokens}-{bucket.high_tokens}/{_VERSION}".encode()
     ).hexdigest()
-    return PromptSet(name=name, path=ps.path, sha256=digest, rows=len(sessions),
+    rows = len({r.session_id or r.id for r in requests})  # the sessions the bucket kept
+    return PromptSet(name=name, path=ps.path, sha256=digest, rows=rows,
                      requests=tuple(requests), source=ps.source)
 
 
