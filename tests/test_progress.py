@@ -61,6 +61,7 @@ def test_a_launch_shows_the_last_line_of_the_server_log(tmp_path: Path) -> None:
 def test_the_runner_keeps_the_live_view_up_to_date() -> None:
     live = LiveView(time_scale=1.0)
     seen: list[tuple[str, int]] = []
+    windows_s: list[float] = []
 
     async def main() -> None:
         async with FakeSGLang(FakeOptions(output_tokens=30, step_s=0.003)) as srv:
@@ -70,7 +71,7 @@ def test_the_runner_keeps_the_live_view_up_to_date() -> None:
             while not task.done():
                 seen.append((live.phase, live.in_flight))
                 await asyncio.sleep(0.05)
-            await task
+            windows_s.append((await task).window_wall_s)
 
     t0 = time.monotonic()
     asyncio.run(main())
@@ -78,6 +79,9 @@ def test_the_runner_keeps_the_live_view_up_to_date() -> None:
     phases = [phase for phase, _ in seen]
     assert "warmup" in phases and "window" in phases
     assert live.phase == "done" and live.concurrency == 6
-    assert live.window_elapsed_s == pytest.approx(1.2, abs=0.1)
+    # The window closes when the loop gets to it, late on a loaded machine (CI saw 1.33 s): the
+    # live view shows the window the point really measured.
+    assert windows_s[0] >= 1.2
+    assert live.window_elapsed_s == pytest.approx(windows_s[0], abs=1e-6)
     assert max(n for _, n in seen) == 6
     assert live.server_tok_s is not None and live.server_tok_s > 0
