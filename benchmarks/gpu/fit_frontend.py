@@ -229,3 +229,67 @@ def print_output_hold_table(run_dir: Path, window_s: float) -> None:
                 f"{path.parts[-3]:9s} {path.parts[-2]:8s} {level:>4s} {len(late):5d} "
                 f"{statistics.median(late):6.1f} {rest}"
             )
+
+
+# Output flow: chunks closer than this belong to one write-out; a gap this long with no chunk
+# to any stream is a silence (a plain decode step here takes 5-24 ms).
+CLUMP_GAP_S = 0.002
+SILENCE_S = 0.030
+PACED_S = 0.020
+DRAIN_MIN_CHUNKS = 50
+
+
+@dataclass(frozen=True)
+class OutputFlow:
+    """How one point's chunks left the server, over all its streams together."""
+
+    silent_s: float  # window time in gaps of >= SILENCE_S with no chunk to any stream
+    sends: int  # requests sent in the window
+    paced: float  # share of the gaps >= CLUMP_GAP_S that are under PACED_S (decode pace)
+    drain_us: float  # median us per chunk inside write-outs of >= DRAIN_MIN_CHUNKS chunks
+
+
+def output_flow(path: Path, window_s: float) -> OutputFlow | None:
+    frame = pd.read_parquet(path, columns=["t_send_s", "chunk_t_s"])
+    times = [np.asarray(t, float) for t in frame["chunk_t_s"] if t is not None and len(t)]
+    if not times:
+        return None
+    chunks = np.sort(np.concatenate(times))
+    chunks = chunks[(chunks >= 0) & (chunks < window_s)]
+    gaps = np.diff(chunks)
+    breaks = np.flatnonzero(gaps >= CLUMP_GAP_S)
+    between = gaps[breaks]
+    drains = []
+    for start, end in zip(np.r_[0, breaks + 1], np.r_[breaks + 1, len(chunks)], strict=True):
+        if end - start >= DRAIN_MIN_CHUNKS:
+            drains.append(1e6 * (chunks[end - 1] - chunks[start]) / (end - start - 1))
+    sends = pd.to_numeric(frame["t_send_s"]).to_numpy(float)
+    return OutputFlow(
+        silent_s=float(between[between >= SILENCE_S].sum()),
+        sends=int(((sends >= 0) & (sends < window_s)).sum()),
+        paced=float((between < PACED_S).mean()) if between.size else float("nan"),
+        drain_us=float(np.median(drains)) if drains else float("nan"),
+    )
+
+
+def print_output_flow_table(runs: Sequence[Path], window_s: float) -> None:
+    """Each run's baseline points side by side: how much of the window no stream got a chunk,
+    how much of that per request sent, and whether chunks left at the decode's pace. A process
+    that keeps up writes each step's tokens as the step ends (gaps of one step); one that is
+    behind writes backlogs (DRAIN_MIN_CHUNKS chunks or more at its own rate) between silences."""
+    print(
+        f"\noutput flow (baseline): window s with no chunk for >= {1e3 * SILENCE_S:.0f} ms, that "
+        f"per request sent, share of gaps under {1e3 * PACED_S:.0f} ms, us per chunk in backlogs"
+    )
+    print(f"{'run':24s} {'set':8s} {'c':>4s} {'silent s':>8s} {'ms/send':>7s} {'paced':>5s} "
+          f"{'us/chunk':>8s}")
+    for run in runs:
+        for path in sorted(run.glob("points/baseline/*/c*-r0.parquet"),
+                           key=lambda p: (p.parts[-2], int(p.stem.split("-")[0][1:]))):
+            flow = output_flow(path, window_s)
+            level = int(path.stem.split("-")[0][1:])
+            if flow is None or level < 16:
+                continue
+            per_send = 1e3 * flow.silent_s / max(flow.sends, 1)
+            print(f"{run.name[:24]:24s} {path.parts[-2]:8s} {level:4d} {flow.silent_s:8.2f} "
+                  f"{per_send:7.0f} {flow.paced:5.2f} {flow.drain_us:8.0f}")

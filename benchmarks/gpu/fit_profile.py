@@ -79,6 +79,7 @@ from fit_frontend import (  # type: ignore[import-not-found]  # this script's fo
     fit_first_token,
     print_first_token_table,
     print_load_table,
+    print_output_flow_table,
     print_output_hold_table,
 )
 
@@ -656,6 +657,14 @@ def main(argv: list[str] | None = None) -> int:
         default=0.15,
         help="--check: largest step-time gap allowed for a group of >= 5 lines (default 0.15)",
     )
+    parser.add_argument(
+        "--flow-of",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="a simulated run of the same levels: its output flow beside the real run's",
+    )
     args = parser.parse_args(argv)
 
     servers = args.run_dir / "servers"
@@ -709,6 +718,7 @@ def main(argv: list[str] | None = None) -> int:
         print_first_token_table(fitted, first, unmatched)
         print_load_table(fitted, args.run_dir, WINDOW_S)
         print_output_hold_table(args.run_dir, WINDOW_S)
+        print_output_flow_table([args.run_dir, *args.flow_of], WINDOW_S)
     if counts:
         print_prompt_table(counts, fitted.workload.prompt_chars_per_token)
     print("\nfitted parameters (3 significant digits):")
