@@ -16,6 +16,11 @@ about 1.5). Also printed: points and launches per run, and the GPU-seconds again
 launch charged `--launch-gpu-s` (a real server's load; the simulator's takes half a second),
 since the adaptive plan relaunches servers for each round of bisection.
 
+`--control-out DIR` runs each seed's dense sweep a second time and prints the same table for
+dense against dense: two runs that measure the same levels agree only as often as their noise
+lets them (two independent estimates with equal 95% intervals: one lies inside the other's
+interval ~83% of the time), which is the floor the adaptive plan's counts are read against.
+
     python3 benchmarks/adaptive_plan.py --seeds 10
     python3 benchmarks/adaptive_plan.py --reuse       # re-read the runs already in --out
 """
@@ -78,6 +83,37 @@ def gpu_s(run_dir: Path, launch_gpu_s: float | None = None) -> float:
     return sum(t.point_gpu_s + t.launches * launch_gpu_s * t.gpus for t in spent)
 
 
+Decisions = dict[tuple[str, str], tuple[float, float, float] | None]
+
+
+def agreement_table(dense_runs: list[Decisions], other_runs: list[Decisions], name: str) -> bool:
+    """Per set and decision: the medians, how many seeds' `name` decision lies in the same
+    seed's dense 95% interval, and how many `name` intervals hold the dense median. A seed
+    whose dense run found no crossing in the grid counts as a miss (and is counted apart).
+    True when both counts reach 80% of the seeds for every decision."""
+    n = len(dense_runs)
+    print(f"{'set':8s} {'dec':3s} {'dense median':>12s} {name + ' median':>15s} "
+          f"{'in dense 95%':>12s} {'contain dense median':>20s}  dense without a crossing")
+    ok = True
+    for key in sorted({k for d in dense_runs for k in d}):
+        dense = [d.get(key) for d in dense_runs]
+        other = [o.get(key) for o in other_runs]
+        found = [d[0] for d in dense if d]
+        if not found:
+            print(f"{key[0]:8s} {key[1]:3s} no crossing in the dense runs")
+            continue
+        median = statistics.median(found)
+        inside = sum(1 for d, o in zip(dense, other, strict=True)
+                     if d and o and d[1] <= o[0] <= d[2])
+        contain = sum(1 for o in other if o and o[1] <= median <= o[2])
+        o_found = [o[0] for o in other if o]
+        o_median = f"{statistics.median(o_found):.1f}" if o_found else "-"
+        print(f"{key[0]:8s} {key[1]:3s} {median:12.1f} {o_median:>15s} {inside:>9d}/{n} "
+              f"{contain:>17d}/{n}  {n - len(found)}")
+        ok &= inside >= 0.8 * n and contain >= 0.8 * n
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -86,6 +122,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("/tmp/specbench-adaptive"))
     parser.add_argument("--port", type=int, default=31870)
     parser.add_argument("--reuse", action="store_true", help="only read runs already in --out")
+    parser.add_argument("--control-out", type=Path, default=None,
+                        help="also run each seed's dense sweep again here and print the same "
+                        "table for dense against dense (what two runs of one plan agree on)")
     parser.add_argument("--launch-gpu-s", type=float, default=88.0,
                         help="a real launch's GPU-seconds for the second accounting (default: "
                         "the dynamic server's launch in results/gpu/h200-*, the bundle warm)")
@@ -122,26 +161,19 @@ def main() -> int:
     real_adaptive = statistics.median(p["adaptive"][2] for _, p in pairs)
     print(f"with each launch charged {args.launch_gpu_s:g} GPU-s (a real one): dense "
           f"{real_dense:.0f}, adaptive {real_adaptive:.0f} ({real_adaptive / real_dense:.0%})")
-    print(f"{'set':8s} {'dec':3s} {'dense median':>12s} {'adaptive median':>15s} "
-          f"{'in dense 95%':>12s} {'contain dense median':>20s}")
     failed = adaptive_s > 0.5 * dense_s
-    keys = sorted({k for _, p in pairs for k in p["dense"][1]})
-    for key in keys:
-        dense = [p["dense"][1].get(key) for _, p in pairs]
-        adapt = [p["adaptive"][1].get(key) for _, p in pairs]
-        found = [d[0] for d in dense if d]
-        if not found:
-            print(f"{key[0]:8s} {key[1]:3s} no crossing in the dense runs")
-            continue
-        median = statistics.median(found)
-        inside = sum(1 for d, a in zip(dense, adapt, strict=True)
-                     if d and a and d[1] <= a[0] <= d[2])
-        contain = sum(1 for a in adapt if a and a[1] <= median <= a[2])
-        a_found = [a[0] for a in adapt if a]
-        a_median = f"{statistics.median(a_found):.1f}" if a_found else "-"
-        print(f"{key[0]:8s} {key[1]:3s} {median:12.1f} {a_median:>15s} {inside:>9d}/{n} "
-              f"{contain:>17d}/{n}")
-        failed |= inside < 0.8 * n or contain < 0.8 * n
+    dense_runs = [p["dense"][1] for _, p in pairs]
+    failed |= not agreement_table(dense_runs, [p["adaptive"][1] for _, p in pairs], "adaptive")
+    if args.control_out:
+        # The same dense run again: how often two runs that measure the same levels agree.
+        seeds_again = [seed for seed, _ in pairs if not args.reuse
+                       or (args.control_out / f"dense-s{seed}" / "analysis.json").exists()]
+        again = [decisions(run(args.control_out, "dense", seed, args.modes, args.port))
+                 for seed in seeds_again]
+        print(f"\nthe noise floor: the dense run again ({args.control_out}), seeds "
+              f"{', '.join(map(str, seeds_again))}")
+        agreement_table([d for (seed, _), d in zip(pairs, dense_runs, strict=True)
+                         if seed in seeds_again], again, "again")
     return 1 if failed else 0
 
 

@@ -13,7 +13,8 @@ requests that arrived together are all tokenized before it turns to the outputs 
 ``holds_output`` the worker serves in rounds (the requests waiting when a round starts), and a
 stream with new tokens writes them only once the round in progress ends. The tokens were made
 on time and reach the client late, together; that is what SGLang 0.5.17 showed under bursts of
-agentic requests (benchmarks/README.md, "Simulator against the real H200").
+agentic requests (benchmarks/README.md, "Simulator against the real H200"), whose chat adapter
+renders and tokenizes on the event loop (0.5.23 moved that work to a worker thread).
 
 Requests waiting here are not the scheduler's: they count in neither ``#queue-req`` nor
 ``num_queue_reqs``, as in SGLang. Their time here is part of the time to first token the
