@@ -40,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 from specbench.results.manifest import gpu_time, read_manifest  # noqa: E402
 
 DECISIONS = (("plain_server", "c*"), ("one_server", "T"))
+# (set, decision) -> (crossing, 95% low, 95% high), or None where the run found no crossing
+Decisions = dict[tuple[str, str], tuple[float, float, float] | None]
 
 
 def run(out: Path, plan: str, seed: int, modes: str, port: int) -> Path:
@@ -56,9 +58,9 @@ def run(out: Path, plan: str, seed: int, modes: str, port: int) -> Path:
     return run_dir
 
 
-def decisions(run_dir: Path) -> dict[tuple[str, str], tuple[float, float, float] | None]:
+def decisions(run_dir: Path) -> Decisions:
     analysis = json.loads((run_dir / "analysis.json").read_text())
-    out: dict[tuple[str, str], tuple[float, float, float] | None] = {}
+    out: Decisions = {}
     for name, entry in analysis["prompt_sets"].items():
         for field, shown in DECISIONS:
             d = entry.get(field) or {}
@@ -81,9 +83,6 @@ def gpu_s(run_dir: Path, launch_gpu_s: float | None = None) -> float:
     if launch_gpu_s is None:
         return sum(t.total_gpu_s for t in spent)
     return sum(t.point_gpu_s + t.launches * launch_gpu_s * t.gpus for t in spent)
-
-
-Decisions = dict[tuple[str, str], tuple[float, float, float] | None]
 
 
 def agreement_table(dense_runs: list[Decisions], other_runs: list[Decisions], name: str) -> bool:
@@ -166,14 +165,14 @@ def main() -> int:
     failed |= not agreement_table(dense_runs, [p["adaptive"][1] for _, p in pairs], "adaptive")
     if args.control_out:
         # The same dense run again: how often two runs that measure the same levels agree.
-        seeds_again = [seed for seed, _ in pairs if not args.reuse
-                       or (args.control_out / f"dense-s{seed}" / "analysis.json").exists()]
+        seeds = [seed for seed, _ in pairs if not args.reuse
+                 or (args.control_out / f"dense-s{seed}" / "analysis.json").exists()]
+        first = {seed: p["dense"][1] for seed, p in pairs}
         again = [decisions(run(args.control_out, "dense", seed, args.modes, args.port))
-                 for seed in seeds_again]
+                 for seed in seeds]
         print(f"\nthe noise floor: the dense run again ({args.control_out}), seeds "
-              f"{', '.join(map(str, seeds_again))}")
-        agreement_table([d for (seed, _), d in zip(pairs, dense_runs, strict=True)
-                         if seed in seeds_again], again, "again")
+              f"{', '.join(map(str, seeds))}")
+        agreement_table([first[seed] for seed in seeds], again, "again")
     return 1 if failed else 0
 
 
