@@ -184,5 +184,7 @@ def ordered(names: Iterable[str], default_steps: int) -> list[ServerConfiguratio
 
 
 def analyzable(names: Iterable[str]) -> bool:
-    """Whether a crossover can be computed: the baseline and EAGLE-3 curves are both there."""
-    return {"baseline", "eagle3"} <= set(names)
+    """Whether a decision can be computed: EAGLE-3's curve and the baseline's (c*) or the
+    zero-step path's (the one-server T)."""
+    present = set(names)
+    return "eagle3" in present and bool(present & {"baseline", "zero-step"})

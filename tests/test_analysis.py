@@ -377,6 +377,28 @@ def test_one_server_crossing_is_against_the_zero_step_curve(tmp_path: Path) -> N
     assert result["analysis_version"] == 4
 
 
+def test_a_run_without_a_baseline_decides_the_one_server_threshold(tmp_path: Path) -> None:
+    # `--modes eagle3,zero-step`: T from EAGLE-3 against zero-step (the same crossing at
+    # 2^5.6 as with a baseline); the plain-server decision says it was not measured.
+    curves = static_curves(ratio_crossing_at(32.0), levels=LEVELS8, zero_step=0.88)
+    del curves[("baseline", "coding")]
+    run = load_run(make_run(tmp_path, curves))
+    result = analyze(run)
+    coding = result["prompt_sets"]["coding"]
+    one, plain = coding["one_server"], coding["plain_server"]
+    assert one["crossover_concurrency"] == pytest.approx(2 ** 5.6, rel=1e-3)
+    assert one["threshold_batch_size"] == 49 == result["recommended_threshold"]
+    assert coding["outcome"] is None and plain["outcome"] is None and plain["tax"] == {}
+    assert "no baseline curve" in coding["notes"][0]
+    assert coding["sentence"].startswith("One server: EAGLE-3 beats its zero-step path below 48")
+    assert "Plain server: no baseline curve" in coding["sentence"]
+    assert "stop drafting at batch size 49" in analysis.threshold_summary(run, result)
+    # Without zero-step too, nothing can be decided: the baseline is asked for.
+    del curves[("zero-step", "coding")]
+    with pytest.raises(AnalysisError, match="no baseline points"):
+        analyze(load_run(make_run(tmp_path / "e3", curves)))
+
+
 def test_one_server_threshold_uses_running_requests_of_eagle3_and_zero_step(
     tmp_path: Path,
 ) -> None:

@@ -133,6 +133,12 @@ def test_the_agentic_context_run_keeps_drafting_in_both_buckets() -> None:
     """Agentic EAGLE-3 and zero-step per bucket on the H200 (buckets of version 2: every prompt
     the server counted falls in its bucket): EAGLE-3 beats its zero-step path by 2x or more at
     every level of both buckets, so the one-server threshold is "never switch" at 4k and 12k."""
+    analysis = json.loads((AGENTIC_CONTEXT_RUN / "analysis.json").read_text())
+    for name in ("agentic@4k", "agentic@12k"):
+        found = analysis["prompt_sets"][name]
+        assert found["one_server"]["outcome"] == "eagle3_always_wins"
+        assert found["one_server"]["threshold_batch_size"] == 33  # never switch: top level + 1
+        assert found["plain_server"]["outcome"] is None  # no baseline in this run
     rows = pd.read_parquet(AGENTIC_CONTEXT_RUN / "summary.parquet")
     tok_s = rows.pivot_table(index=["prompt_set", "concurrency"], columns="mode",
                              values="output_tok_s")

@@ -166,7 +166,9 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
     if run.summary.empty:
         raise AnalysisError(f"{run.path} has no measured points; run `specbench sweep` first")
     present = set(run.modes)
-    for mode in STATIC_MODES:
+    # eagle3 and the baseline give c*; eagle3 and zero-step alone give the one-server T.
+    needed = STATIC_MODES if "zero-step" not in present else ("eagle3",)
+    for mode in needed:
         if mode not in present:
             raise AnalysisError(
                 f"{run.path} has no {mode} points, and the crossover needs baseline and eagle3; "

@@ -15,11 +15,20 @@ from specbench.results import Run
 DYNAMIC = "dynamic"
 
 
+NO_BASELINE = ("no baseline curve: the plain-server crossover needs one (add baseline to "
+               "--modes)")
+
+
 def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, LevelStats]]:
+    """EAGLE-3's and the baseline's levels; the baseline may be missing where zero-step is
+    measured (a run of `--modes eagle3,zero-step` decides the one-server threshold alone)."""
     stats = {mode: level_stats(run.summary, mode, prompt_set, inflation)
              for mode in ("baseline", "eagle3")}
-    for mode, found in stats.items():
-        if not found:
+    needed = ["eagle3"]
+    if not level_stats(run.summary, ONE_SERVER.den, prompt_set, inflation):
+        needed.append("baseline")
+    for mode in needed:
+        if not stats[mode]:
             raise AnalysisError(
                 f"prompt set {prompt_set!r} has no {mode} points in {run.path}; measure them with "
                 f"`specbench sweep --modes baseline,eagle3 --resume {run.path}`"
@@ -84,6 +93,9 @@ def analyze_prompt_set(
     requests = requests if requests is not None else PairedRequests(run)
     stats = _static(run, prompt_set, inflation)
     base, spec = stats["baseline"], stats["eagle3"]
+    if not base:
+        return _one_server_only(run, prompt_set, spec, inflation, seed=seed, resamples=resamples,
+                                requests=requests)
     notes: list[str] = []
     levels = shared_levels(PLAIN, prompt_set, spec, base, str(run.path), notes)
     out = decide(run.summary, prompt_set, PLAIN, (spec, base), levels,
@@ -104,5 +116,28 @@ def analyze_prompt_set(
     out["plain_server"] = _plain_server(run, prompt_set, out, means(base))
     out["schedule"] = schedule_mod.schedule(run, prompt_set, requests)
     out["prompt_tokens"] = context.prompt_tokens(run, prompt_set)
+    out["sentence"] = text.set_sentence(out)
+    return out
+
+
+def _one_server_only(
+    run: Run, prompt_set: str, spec: dict[int, LevelStats], inflation: float, *,
+    seed: int, resamples: int, requests: PairedRequests,
+) -> dict[str, Any]:
+    """A set measured without a baseline: the one-server decision, and a plain-server decision
+    that says it was not measured (the keys every reader expects, with no outcome)."""
+    one = _one_server(run, prompt_set, spec, inflation, seed=seed, resamples=resamples,
+                      requests=requests)
+    undecided = {"outcome": None, "crossover_concurrency": None, "interval": None,
+                 "threshold_batch_size": None}
+    out: dict[str, Any] = {
+        **undecided, "levels": one["levels"], "notes": [NO_BASELINE], "claim": one["claim"],
+        "envelope_efficiency": {}, "envelope_interpolated": [], "envelope_min": None,
+        "one_server": one,
+        "plain_server": {**undecided, "tax": {}, "faster_above": {}, "claim": NO_BASELINE,
+                         "sentence": NO_BASELINE},
+        "schedule": schedule_mod.schedule(run, prompt_set, requests),
+        "prompt_tokens": context.prompt_tokens(run, prompt_set),
+    }
     out["sentence"] = text.set_sentence(out)
     return out

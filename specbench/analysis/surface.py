@@ -60,7 +60,10 @@ def context_surface(sets: dict[str, dict[str, Any]],
     out: dict[str, Any] = {}
     for base, entries in by_base.items():
         entries.sort(key=lambda e: e[0].high_tokens)
-        levels = sorted({int(c) for _, f in entries for c in f.get("ratio_by_concurrency", {})})
+        levels = sorted({int(c) for _, f in entries
+                         for ratios in (f.get("ratio_by_concurrency"),
+                                        (f.get("one_server") or {}).get("ratio_by_concurrency"))
+                         for c in ratios or {}})
         out[base] = {
             "levels": levels,
             "buckets": [_bucket_entry(b, f) for b, f in entries],

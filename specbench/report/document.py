@@ -264,8 +264,8 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
         body = "\n".join([f"[bold]{result['finding']}[/]", *_applied_lines(result)])
         console.print(Panel(body, title="specbench finding", expand=False))
     else:
-        console.print(Panel("No crossover: the run needs both baseline and eagle3 points.",
-                            title="specbench", expand=False))
+        console.print(Panel("No crossover: the run needs eagle3 points and baseline or "
+                            "zero-step ones.", title="specbench", expand=False))
     for prompt_set in run.prompt_sets:
         rows = level_rows(run, prompt_set, result)
         set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
@@ -456,8 +456,9 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out += _summary_section(result)
         out += surface_blocks(result)
     else:
-        out.append(Para((("b", "Finding."), ("", " No crossover: this run lacks baseline or "
-                                             "eagle3 points.")), role="finding"))
+        out.append(Para((("b", "Finding."), ("", " No crossover: this run lacks eagle3 points, "
+                                             "or both baseline and zero-step ones.")),
+                        role="finding"))
     for prompt_set in run.prompt_sets:
         out += _set_section(run, prompt_set, result)
     out += _figures_section(run, figure_names or [], plot_error)

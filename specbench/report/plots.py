@@ -203,6 +203,8 @@ def headline(set_result: dict[str, Any]) -> str:
         text = f"EAGLE-3 faster below c≈{_c_label(set_result['crossover_concurrency'])}"
     elif outcome == "eagle3_never_wins":
         text = "baseline faster at every level"
+    elif outcome is None:
+        text = "no baseline measured"
     else:
         text = "EAGLE-3 faster at every level"
     one = _one_server(set_result)
@@ -278,7 +280,8 @@ def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
 
 
 def _ratio_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    series = [("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)]
+    """The ratio curves a set has: over the baseline, over zero-step (a run may lack either)."""
+    series = [("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)] if s.get("outcome") else []
     one = _one_server(s)
     if one is not None:
         series.append(("EAGLE-3 / zero-step", MODE_COLORS["zero-step"], one))
@@ -302,12 +305,14 @@ def ratio_figure(run: Run, result: dict[str, Any]) -> Figure:
                             label=f"{name}: 95% band")
         ax.axhline(1.0, color="black", lw=1.0, ls="--", label="1.0 (equal throughput)")
         _mark_crossover(ax, s, threshold=False)
-        levels = [int(c) for c in s["ratio_by_concurrency"]]
-        ratio = list(s["ratio_by_concurrency"].values())
+        first = _ratio_series(s)[0][2]
+        levels = [int(c) for c in first["ratio_by_concurrency"]]
+        ratio = list(first["ratio_by_concurrency"].values())
+        over = "the baseline" if first is s else "its zero-step path"
         log2_axis(ax, levels, _grid(run))
         ax.set_ylabel("output tok/s ratio")
         set_title(ax, f"{prompt_set}: ×{ratio[0]:.2f} at c={levels[0]} → ×{ratio[-1]:.2f} at "
-               f"c={levels[-1]} over the baseline; {headline(s)}")
+               f"c={levels[-1]} over {over}; {headline(s)}")
         _legend(ax, len(ax.get_lines()))
     return fig
 

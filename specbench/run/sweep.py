@@ -349,7 +349,8 @@ class Sweep:
                 value=fixed, source="default", per_prompt_set=dict.fromkeys(names, fixed)
             )
             self.console.print(
-                f"[yellow]no baseline+eagle3 curves to compute a threshold from; using {fixed}[/]"
+                f"[yellow]no eagle3 curve with a baseline or zero-step one to compute a threshold "
+                f"from; using {fixed}[/]"
             )
         self.manifest.threshold = record
         self.manifest.save(self.run_dir)

@@ -84,6 +84,24 @@ def test_the_default_sweep_end_to_end(tmp_path: Path, port: int) -> None:
     assert_no_process_left(port)
 
 
+def test_a_sweep_without_a_baseline_sets_the_dynamic_server_by_its_one_server_threshold(
+        tmp_path: Path, port: int) -> None:
+    # `--modes eagle3,zero-step,dynamic`: T comes from EAGLE-3 against zero-step alone, and the
+    # dynamic server runs with it (not with the fixed default a run without curves gets).
+    proc = sweep_cli(tmp_path, port, "--modes", "eagle3,zero-step,dynamic", "--prompts",
+                     "coding", "--concurrency", "1,16,64")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = results.load_run(tmp_path / "res" / "run")
+    coding = json.loads((run.path / "analysis.json").read_text())["prompt_sets"]["coding"]
+    threshold = coding["one_server"]["threshold_batch_size"]
+    assert coding["one_server"]["outcome"] is not None and coding["plain_server"]["outcome"] is None
+    assert run.manifest.threshold is not None
+    assert run.manifest.threshold.per_prompt_set == {"coding": threshold}
+    assert run.manifest.threshold.source != "default"
+    assert set(run.summary["mode"]) == {"eagle3", "zero-step", "dynamic"}
+    assert "One server: EAGLE-3" in (run.path / "report.md").read_text()
+
+
 def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> None:
     # The server crashes after 40 requests; with no retries the sweep stops with one message.
     proc = sweep_cli(
