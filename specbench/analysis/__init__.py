@@ -62,6 +62,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench import configurations
 from specbench.analysis import mix as mix_mod
 from specbench.analysis import surface, text
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, Pair
@@ -166,14 +167,12 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
     if run.summary.empty:
         raise AnalysisError(f"{run.path} has no measured points; run `specbench sweep` first")
     present = set(run.modes)
-    # eagle3 and the baseline give c*; eagle3 and zero-step alone give the one-server T.
-    needed = STATIC_MODES if "zero-step" not in present else ("eagle3",)
-    for mode in needed:
-        if mode not in present:
-            raise AnalysisError(
-                f"{run.path} has no {mode} points, and the crossover needs baseline and eagle3; "
-                f"measure them with `specbench sweep --modes baseline,eagle3 --resume {run.path}`"
-            )
+    if not configurations.analyzable(present):
+        missing = next(mode for mode in STATIC_MODES if mode not in present)
+        raise AnalysisError(
+            f"{run.path} has no {missing} points, and the crossover needs baseline and eagle3; "
+            f"measure them with `specbench sweep --modes baseline,eagle3 --resume {run.path}`"
+        )
     requests = PairedRequests(run)
     intervals, inflation = _intervals(run)
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples,

@@ -20,13 +20,11 @@ NO_BASELINE = ("no baseline curve: the plain-server crossover needs one (add bas
 
 
 def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, LevelStats]]:
-    """EAGLE-3's and the baseline's levels; the baseline may be missing where zero-step is
-    measured (a run of `--modes eagle3,zero-step` decides the one-server threshold alone)."""
+    """EAGLE-3's, the baseline's and zero-step's levels; the baseline may be missing where
+    zero-step is measured (`--modes eagle3,zero-step` decides the one-server threshold alone)."""
     stats = {mode: level_stats(run.summary, mode, prompt_set, inflation)
-             for mode in ("baseline", "eagle3")}
-    needed = ["eagle3"]
-    if not level_stats(run.summary, ONE_SERVER.den, prompt_set, inflation):
-        needed.append("baseline")
+             for mode in (PLAIN.den, PLAIN.num, ONE_SERVER.den)}
+    needed = [PLAIN.num] if stats[ONE_SERVER.den] else [PLAIN.num, PLAIN.den]
     for mode in needed:
         if not stats[mode]:
             raise AnalysisError(
@@ -37,11 +35,10 @@ def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, 
 
 
 def _one_server(
-    run: Run, prompt_set: str, spec: dict[int, LevelStats], inflation: float, *,
+    run: Run, prompt_set: str, spec: dict[int, LevelStats], zero: dict[int, LevelStats], *,
     seed: int, resamples: int, requests: PairedRequests,
 ) -> dict[str, Any]:
     """EAGLE-3 vs the zero-step curve, and the dynamic server's efficiency against both."""
-    zero = level_stats(run.summary, ONE_SERVER.den, prompt_set, inflation)
     notes: list[str] = []
     try:
         levels = shared_levels(ONE_SERVER, prompt_set, spec, zero, str(run.path), notes)
@@ -92,9 +89,9 @@ def analyze_prompt_set(
     """Both decisions, efficiencies, tax and schedule for one prompt set (analysis.json keys)."""
     requests = requests if requests is not None else PairedRequests(run)
     stats = _static(run, prompt_set, inflation)
-    base, spec = stats["baseline"], stats["eagle3"]
+    base, spec, zero = stats[PLAIN.den], stats[PLAIN.num], stats[ONE_SERVER.den]
     if not base:
-        return _one_server_only(run, prompt_set, spec, inflation, seed=seed, resamples=resamples,
+        return _one_server_only(run, prompt_set, spec, zero, seed=seed, resamples=resamples,
                                 requests=requests)
     notes: list[str] = []
     levels = shared_levels(PLAIN, prompt_set, spec, base, str(run.path), notes)
@@ -111,7 +108,7 @@ def analyze_prompt_set(
     out.update(envelope_efficiency=envelope.by_level, envelope_interpolated=envelope.interpolated,
                envelope_min=envelope.minimum)
     out["claim"] = text.plain_claim(prompt_set, out)
-    out["one_server"] = _one_server(run, prompt_set, spec, inflation, seed=seed,
+    out["one_server"] = _one_server(run, prompt_set, spec, zero, seed=seed,
                                     resamples=resamples, requests=requests)
     out["plain_server"] = _plain_server(run, prompt_set, out, means(base))
     out["schedule"] = schedule_mod.schedule(run, prompt_set, requests)
@@ -121,12 +118,12 @@ def analyze_prompt_set(
 
 
 def _one_server_only(
-    run: Run, prompt_set: str, spec: dict[int, LevelStats], inflation: float, *,
+    run: Run, prompt_set: str, spec: dict[int, LevelStats], zero: dict[int, LevelStats], *,
     seed: int, resamples: int, requests: PairedRequests,
 ) -> dict[str, Any]:
     """A set measured without a baseline: the one-server decision, and a plain-server decision
     that says it was not measured (the keys every reader expects, with no outcome)."""
-    one = _one_server(run, prompt_set, spec, inflation, seed=seed, resamples=resamples,
+    one = _one_server(run, prompt_set, spec, zero, seed=seed, resamples=resamples,
                       requests=requests)
     undecided = {"outcome": None, "crossover_concurrency": None, "interval": None,
                  "threshold_batch_size": None}

@@ -281,7 +281,8 @@ def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
 
 def _ratio_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     """The ratio curves a set has: over the baseline, over zero-step (a run may lack either)."""
-    series = [("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)] if s.get("outcome") else []
+    series = ([("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)]
+              if s.get("ratio_by_concurrency") else [])
     one = _one_server(s)
     if one is not None:
         series.append(("EAGLE-3 / zero-step", MODE_COLORS["zero-step"], one))
