@@ -171,3 +171,13 @@ def test_labels_and_order_of_any_names() -> None:
     assert plots.short_label("weird") == "weird" and plots.color("weird").startswith("#")
     # Fewer steps lighter, more steps darker than EAGLE-3 at the run's K.
     assert plots.color("eagle3-k1") != plots.color("eagle3-k5") != plots.MODE_COLORS["eagle3"]
+
+
+def test_headline_says_the_one_server_keeps_drafting_when_eagle3_always_beats_zero_step() -> None:
+    """A threshold above the grid is "never switch", not a level at which drafting stops."""
+    set_result = {"outcome": None,
+                  "one_server": {"outcome": "eagle3_always_wins", "threshold_batch_size": 33}}
+    assert plots.headline(set_result) == (
+        "no baseline measured, one server keeps drafting at every level")
+    set_result["one_server"] = {"outcome": "crossover", "threshold_batch_size": 40}
+    assert plots.headline(set_result).endswith("one server stops drafting at T=40")

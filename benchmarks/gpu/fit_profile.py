@@ -37,6 +37,9 @@ weighted by its line count (every steady line counts once):
    (~230-340 ms per forward at B 64-128 against the baseline's ~35), growing with the running batch:
    ``o_spec_prefill_per_running_req_ms`` is the median of what is left per forward per running
    request over EAGLE-3's intervals at batch >= 16 (printed, not written: SPEC_PREFILL_PARAM).
+   A run logged with ``--decode-log-interval 1`` puts that cost at ~19 ms per forward at 64-128
+   running (results/gpu/README.md, the agentic steps run): a 40-step interval also holds
+   batches that changed inside it, which this reads as prefill time.
 
 4. the frontend stage (SGLang's tokenizer manager: HTTP, chat template, tokenizer, one process)
    and the prefill's attention FLOP rate, from the time to first token of every c=1 request row
@@ -158,26 +161,31 @@ class RunningContexts:
     that finished meanwhile are taken to be the oldest, as with equal output lengths).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, interval_steps: int = LOG_INTERVAL_STEPS) -> None:
         self.contexts: list[float] = []
+        self.interval_steps = interval_steps  # decode steps per Decode batch line
 
     def prefill(self, seqs: int, new: int, cached: int) -> None:
         self.contexts += [(new + cached) / max(1, seqs)] * seqs
 
     def decode(self, batch: int, accept: float) -> float:
-        """The batch's total context at the middle of the 40 steps before the line."""
+        """The batch's total context at the middle of the steps before the line."""
         kept = self.contexts[-batch:] if batch > 0 else []
         if len(kept) < batch:  # admitted before this log's first line: the mean of the rest
             fill = statistics.fmean(kept) if kept else 0.0
             kept = [fill] * (batch - len(kept)) + kept
-        self.contexts = [c + LOG_INTERVAL_STEPS * accept for c in kept]
-        return sum(kept) + LOG_INTERVAL_STEPS / 2 * accept * batch
+        self.contexts = [c + self.interval_steps * accept for c in kept]
+        return sum(kept) + self.interval_steps / 2 * accept * batch
 
 
-def parse_decode_log(path: Path, mode: str) -> list[StepSample]:
+def parse_decode_log(
+    path: Path, mode: str, interval_steps: int = LOG_INTERVAL_STEPS
+) -> list[StepSample]:
+    """Steady steps of one log; `interval_steps` is the server's --decode-log-interval (a run
+    with 1 logs every decode forward, so each steady line is one step)."""
     samples: list[StepSample] = []
     prev_batch: int | None = None  # batch of the previous line if it was a decode line
-    running = RunningContexts()
+    running = RunningContexts(interval_steps)
     for lineno, line in enumerate(log_lines(path), 1):
         m = DECODE_RE.match(line)
         if m is None:
@@ -193,7 +201,7 @@ def parse_decode_log(path: Path, mode: str) -> list[StepSample]:
         prev_batch = batch
         if not steady:
             continue
-        kv_mid = int(m["kv"]) - LOG_INTERVAL_STEPS / 2 * batch * accept
+        kv_mid = int(m["kv"]) - interval_steps / 2 * batch * accept
         samples.append(
             StepSample(
                 mode=mode,

@@ -91,6 +91,7 @@ def main() -> None:
         return
     root = server_pid(args.port)
     out: Path = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
     spy = subprocess.Popen(
         [args.py_spy, "record", "--pid", str(root), "--subprocesses", "--idle", "--threads",
          "--nonblocking", "--rate", "100", "--format", "raw", "-o", str(out / "pyspy.txt")],

@@ -77,6 +77,13 @@ _EXPLAIN = ("Each prompt set was measured once per context bucket (set@bucket, p
             "path and over the baseline per level; below 1 drafting loses.")
 
 
+_MISSING_CURVE = {"one_server": "zero-step", "plain_server": "baseline"}
+
+
+def _unmeasured(surface: dict[str, Any], key: str) -> bool:
+    return all(v is None for line in surface[key] for v in line)
+
+
 def surface_blocks(result: dict[str, Any] | None) -> list[Block]:
     """The report's "Context length" section; nothing for a run without buckets."""
     surfaces = (result or {}).get("context_surface")
@@ -85,7 +92,11 @@ def surface_blocks(result: dict[str, Any] | None) -> list[Block]:
     out: list[Block] = [Heading(2, "Context length"), Para(plain(_EXPLAIN))]
     for base, surface in surfaces.items():
         out += [Heading(3, base), table(HEADERS, bucket_rows(surface))]
-        for key, _, title in PANELS:
+        for key, decision, title in PANELS:
+            if _unmeasured(surface, key):
+                missing = _MISSING_CURVE[decision]
+                out.append(Para(plain(f"{title}: not measured (no {missing} curve in this run).")))
+                continue
             headers, rows = grid_rows(surface, key)
             out += [Para(plain(title + ":")), table(headers, rows)]
     return out
@@ -159,9 +170,9 @@ def surface_figure(result: dict[str, Any] | None) -> MplFigure | None:
         levels, buckets = surface["levels"], surface["buckets"]
         for col, (key, decision, title) in enumerate(PANELS):
             ax = axes[row][col]
-            if all(v is None for line in surface[key] for v in line):
-                ax.text(0.5, 0.5, "not measured (no zero-step curve)" if decision == "one_server"
-                        else "not measured", ha="center", va="center", transform=ax.transAxes)
+            if _unmeasured(surface, key):
+                ax.text(0.5, 0.5, f"not measured (no {_MISSING_CURVE[decision]} curve)",
+                        ha="center", va="center", transform=ax.transAxes)
             values = [[math.log2(v) if v else math.nan for v in line] for line in surface[key]]
             xs = [_crossing_x(b[decision], levels) for b in buckets]
             image = ax.imshow(values, cmap="RdBu", vmin=-1.5, vmax=1.5, aspect="auto",

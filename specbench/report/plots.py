@@ -208,7 +208,9 @@ def headline(set_result: dict[str, Any]) -> str:
     else:
         text = "EAGLE-3 faster at every level"
     one = _one_server(set_result)
-    if one is not None:
+    if one is not None and one["outcome"] == "eagle3_always_wins":
+        text += ", one server keeps drafting at every level"
+    elif one is not None:
         text += f", one server stops drafting at T={one['threshold_batch_size']}"
     return text
 

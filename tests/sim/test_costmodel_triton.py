@@ -211,3 +211,26 @@ def test_the_fit_reads_each_requests_whole_context_not_the_shared_pool() -> None
     assert running.decode(2, 1.0) == pytest.approx(
         2 * (4000 + LOG_INTERVAL_STEPS) + 2 * LOG_INTERVAL_STEPS / 2
     )
+
+
+def test_eagle3s_verify_at_128_agentic_users_costs_what_the_real_one_did(profile) -> None:
+    # The agentic steps run logged every decode forward (--decode-log-interval 1), so each
+    # steady line is one step: EAGLE-3 at 112-128 running agentic requests took 294.5 ms a
+    # step; the profile, on each line's contexts, is within 6 % of it (the fit never saw it).
+    import statistics
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks" / "gpu"))
+    from fit_profile import parse_decode_log  # type: ignore[import-not-found]
+
+    log = (root / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps"
+           / "servers" / "eagle3.log.xz")
+    steps = [s for s in parse_decode_log(log, "eagle3", interval_steps=1) if s.batch >= 112]
+    assert len(steps) >= 30
+    assert statistics.median(s.step_ms for s in steps) == pytest.approx(294.5, rel=0.01)
+    model_over_real = statistics.median(
+        decode_step(profile, s.batch, s.kv_tokens, speculative=True, num_steps=3).total_ms
+        / s.step_ms for s in steps)
+    assert model_over_real == pytest.approx(1.0, abs=0.06)
