@@ -180,11 +180,16 @@ def test_the_other_real_runs_report(name: str, tmp_path_factory: pytest.TempPath
 
 
 REPEATS = RUNS / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-repeats"
-SEVEN_RUNS = [
-    *(RUNS / f"h200-sglang-0.5.17-llama8b-shape-q0.3{tail}"
-      for tail in ("", "-agentic-rerun", "-agentic-fresh", "-agentic-fresh-gclog")),
-    *(REPEATS / phase for phase in ("A-fresh", "B-sweep", "C-again")),
-]
+
+def _run(tail: str) -> Path:
+    return RUNS / f"h200-sglang-0.5.17-llama8b-shape-q0.3{tail}"
+
+
+# The same agentic requests, flags and windows; split by what each server had served before
+# its c = 64 point: nothing (or only its own c = 64 point before c = 128), or more.
+FRESH_RUNS = [_run("-agentic-fresh"), _run("-agentic-fresh-gclog"), REPEATS / "A-fresh",
+              _run("-agentic-steps")]
+USED_RUNS = [_run(""), _run("-agentic-rerun"), REPEATS / "B-sweep", REPEATS / "C-again"]
 GEN2_OBJECTS = re.compile(r"Generation 2 \| Duration: [\d.]+s \| # Objects: .*gen2=(\d+)")
 
 
@@ -197,16 +202,19 @@ def _baseline_agentic(run: Path, concurrency: int) -> tuple[float, float, float]
 
 
 def test_the_plain_servers_agentic_throughput_at_load_spreads_from_run_to_run() -> None:
-    """Seven runs of the same agentic requests on the plain server (same flags and windows):
-    at c = 64 and 128 their tok/s spread by more than 1.4x and the slowest and fastest runs'
-    95% intervals do not overlap. A fresh server is not simply the faster one (repeat A, fresh,
-    made less at c = 64 than C on the same server after two sweeps), and the tokenizer
-    manager's gen-2 heap does not grow through the repeats (SGLang's own GC log)."""
+    """Eight runs of the same agentic requests on the plain server: at c = 64 and 128 their
+    tok/s spread by more than 1.4x and the slowest and fastest runs' 95% intervals do not
+    overlap. At c = 128 every server that had served at most its own c = 64 point beat every
+    one that had served more; at c = 64 a fresh server is not simply the faster one (repeat A,
+    fresh, made less than C on the same server after two sweeps). The tokenizer manager's
+    gen-2 heap does not grow through the repeats (SGLang's own GC log)."""
     for c in (64, 128):
-        points = sorted(_baseline_agentic(run, c) for run in SEVEN_RUNS)
+        points = sorted(_baseline_agentic(run, c) for run in FRESH_RUNS + USED_RUNS)
         slowest, fastest = points[0], points[-1]
         assert fastest[0] / slowest[0] > 1.4, (c, points)
         assert slowest[2] < fastest[1], (c, points)
+    assert (min(_baseline_agentic(run, 128)[0] for run in FRESH_RUNS)
+            > max(_baseline_agentic(run, 128)[0] for run in USED_RUNS))
     assert _baseline_agentic(REPEATS / "A-fresh", 64)[0] < _baseline_agentic(
         REPEATS / "C-again", 64)[0]
     with lzma.open(REPEATS / "server.log.xz", "rt") as log:

@@ -9,6 +9,11 @@ count, so EAGLE-3's step grows with batch x context and stops paying past ~32 us
 
 from __future__ import annotations
 
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from specbench.sim.costmodel import (
@@ -19,6 +24,7 @@ from specbench.sim.costmodel import (
     prefill_step,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 PROFILE = "llama-3.1-8b-1xh200-triton"
 # Median steady step times from the real run's "Decode batch" lines (fit_profile.py's table):
 # (mode, batch, mean KV tokens per request, real step ms, steady lines). Groups of >= 5 lines.
@@ -193,14 +199,19 @@ def test_an_extend_walks_its_cached_prefix(profile) -> None:
     assert default.target_attention.prefill_prefix_ns_per_token_layer == 0.0  # off by default
 
 
+def _fit_profile() -> Any:
+    """benchmarks/gpu/fit_profile.py, a script beside its fit_frontend.py (not a package)."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+    import fit_profile  # type: ignore[import-not-found]
+
+    return fit_profile
+
+
 def test_the_fit_reads_each_requests_whole_context_not_the_shared_pool() -> None:
     # SGLang's #token counts a prefix shared by several requests once; the fit follows the
     # requests from the Prefill batch lines so that it sees what the simulator charges.
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"))
-    from fit_profile import LOG_INTERVAL_STEPS, RunningContexts  # type: ignore[import-not-found]
+    fit = _fit_profile()
+    LOG_INTERVAL_STEPS, RunningContexts = fit.LOG_INTERVAL_STEPS, fit.RunningContexts
 
     running = RunningContexts()
     running.prefill(1, 4000, 0)
@@ -217,17 +228,10 @@ def test_eagle3s_verify_at_128_agentic_users_costs_what_the_real_one_did(profile
     # The agentic steps run logged every decode forward (--decode-log-interval 1), so each
     # steady line is one step: EAGLE-3 at 112-128 running agentic requests took 294.5 ms a
     # step; the profile, on each line's contexts, is within 6 % of it (the fit never saw it).
-    import statistics
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks" / "gpu"))
-    from fit_profile import parse_decode_log  # type: ignore[import-not-found]
-
-    log = (root / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps"
+    log = (ROOT / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps"
            / "servers" / "eagle3.log.xz")
-    steps = [s for s in parse_decode_log(log, "eagle3", interval_steps=1) if s.batch >= 112]
+    steps = [s for s in _fit_profile().parse_decode_log(log, "eagle3", interval_steps=1)
+             if s.batch >= 112]
     assert len(steps) >= 30
     assert statistics.median(s.step_ms for s in steps) == pytest.approx(294.5, rel=0.01)
     model_over_real = statistics.median(
