@@ -39,6 +39,7 @@ from tests.engines.oracle.streams import (
     ROUTES,
     Capture,
     all_scripts,
+    merged_a_step,
     params,
     request_for,
     sampled_request,
@@ -55,6 +56,7 @@ HTTP_MODULES = ("fastapi", "uvicorn", "uvloop", "zmq", "prometheus_client", "jso
 READY_TIMEOUT_S = 180.0
 REQUEST_TIMEOUT_S = 60.0
 MAX_RUNNING = 32
+MERGE_RETRIES = 3
 Key = tuple[str, str, str]  # (mode, route, case)
 
 
@@ -156,6 +158,24 @@ def capture_all(jobs: dict[Any, tuple[str, bytes]]) -> dict[Any, Capture]:
     return asyncio.run(run())
 
 
+def recapture_merged(jobs: dict[Any, tuple[str, bytes]], captured: dict[Any, Capture],
+                     tries: int = MERGE_RETRIES) -> dict[Any, Capture]:
+    """The streams in which SGLang merged two steps (the machine was too busy, see
+    ``streams.merged_a_step``), sent again until none is merged or the tries
+    run out; a stream still merged is kept as it is and the tests that read steps fail."""
+    def merged(key: Any, capture: Capture) -> bool:
+        return len(key) == 3 and merged_a_step(key[1], capture, CASE_BY_NAME[key[2]])
+
+    again: dict[Any, Capture] = {}
+    todo = [key for key, capture in captured.items() if merged(key, capture)]
+    for _ in range(tries):
+        if not todo:
+            break
+        again.update(capture_all({key: jobs[key] for key in todo}))
+        todo = [key for key in todo if merged(key, again[key])]
+    return again
+
+
 def encode(route: str, request: PromptRequest) -> tuple[str, bytes]:
     protocol = PROTOCOLS[ROUTES[route]]
     return protocol.path, protocol.encode(request, MODEL, 0.0)
@@ -227,6 +247,7 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> Run:
             server.wait_ready(deadline)
         jobs = requests({mode: server.url for mode, server in servers.items()}, sim=False)
         captured = capture_all(jobs)
+        captured.update(recapture_merged(jobs, captured))
     finally:
         for server in servers.values():
             server.stop()

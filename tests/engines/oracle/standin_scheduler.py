@@ -28,7 +28,9 @@ from typing import Any
 import zmq
 
 # Seconds between scripted steps. SGLang's streaming loop merges steps that arrive before it
-# reads the last one; at 0.08 s a busy 2-core CI machine merged two (3 content chunks, not 4).
+# reads the last one; at 0.08 s a busy 2-core CI machine merged two (3 content chunks, not 4),
+# at 0.2 s it still did once in a while, so the fixture sends a merged stream again
+# (conftest.recapture_merged).
 STEP_S = float(os.environ.get("SPECBENCH_ORACLE_STEP_S", "0.2"))
 EOS_WORD = "<eos>"
 

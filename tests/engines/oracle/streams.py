@@ -49,24 +49,26 @@ class Case:
     modes: tuple[str, ...] = MODES
     sim: bool = True  # whether the simulator can make a generation of this kind
 
-    def _run(self) -> tuple[int, str, int]:
-        """(completion tokens, finish reason, decode steps) as SGLang's finish logic has them."""
-        n, steps = 0, 0
+    def _run(self) -> tuple[int, str, list[int]]:
+        """(completion tokens, finish reason, the count after each forward before the last) as
+        SGLang's finish logic has them."""
+        n, counts = 0, []
         for index, step in enumerate(self.steps):
             # The stand-in splits a first step of several tokens into the prefill's token and
             # one decode step with the rest.
             parts = [step[:1], step[1:]] if index == 0 and len(step) > 1 else [step]
             for part in parts:
-                steps += n > 0
+                if n > 0:
+                    counts.append(n)
                 for word in part:
                     n += 1
                     # EOS beats the length cap in the same step (Req.update_finish_state).
                     if word == EOS and not (self.sampling or {}).get("ignore_eos"):
                         if n > self.max_tokens:  # _cap_finished_len_at_max_new_tokens
-                            return self.max_tokens, "length", steps
-                        return n, "stop", steps
+                            return self.max_tokens, "length", counts
+                        return n, "stop", counts
                 if n >= self.max_tokens:
-                    return self.max_tokens, "length", steps
+                    return self.max_tokens, "length", counts
         raise AssertionError(f"script {self.name} ends before it finishes")
 
     @property
@@ -77,9 +79,15 @@ class Case:
     def finish_reason(self) -> str:
         return self._run()[1]
 
+    @property
+    def counts_before_the_last_step(self) -> list[int]:
+        """The completion count after each forward but the last: each is streamed in a chunk
+        of its own unless the server merged that step's output into the next one."""
+        return self._run()[2]
+
     def spec_verify_ct(self, mode: str) -> int | None:
         """What the stream reports: SGLang sends spec fields only when a verify round ran."""
-        steps = self._run()[2]
+        steps = len(self._run()[2])
         return steps if mode != "baseline" and steps > 0 else None
 
 
@@ -251,7 +259,15 @@ def usage_placement(route: str, capture: Capture) -> dict[str, Any]:
                 final = usage["completion_tokens"]
     gap = None if final is None or not streamed else final - streamed[-1]
     return {"usage": {k: sorted(v) for k, v in sorted(where.items())},
-            "final_minus_last_streamed": gap}
+            "final_minus_last_streamed": gap, "streamed": streamed}
+
+
+def merged_a_step(route: str, capture: Capture, case: Case) -> bool:
+    """Whether the server sent two steps' output in one chunk (a step's count never streamed):
+    SGLang's TokenizerManager keeps only the newest output of a request it had no time to
+    serve, which a busy machine causes, not the serving code under test."""
+    streamed = set(usage_placement(route, capture)["streamed"])
+    return not set(case.counts_before_the_last_step) <= streamed
 
 
 # Every sampling override specbench sends (protocols.SAMPLING_KEYS), with values SGLang keeps
