@@ -173,6 +173,8 @@ def test_a_run_without_a_baseline_reports_its_missing_grid_in_one_line(
     "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-repeats/A-fresh",
     "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-repeats/B-sweep",
     "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-repeats/C-again",
+    "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps",
+    "h200-sglang-0.5.17-llama8b-shape-q0.3-coding-steps",
 ])
 def test_the_other_real_runs_report(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     copy = _rerun(RUNS / name, tmp_path_factory)

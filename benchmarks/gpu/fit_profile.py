@@ -26,20 +26,20 @@ weighted by its line count (every steady line counts once):
    ``zero-step*.log`` (SGLang's steps-0 one-token verify + draft extend), with the plain-decode
    numbers fixed: the verify kernel's ``verify_kappa`` and walk, and the speculative overheads.
 
-3. the prefill's interference at load, from the lines that are *not* steady: a decode line
-   with prefill lines before it covers 40 decode steps plus those prefill forwards, so
-   ``40 · B · A / X`` less 40 model decode steps is what the prefills cost in the real server.
-   ``o_prefill_ms`` (per prefill forward) and ``prefill_prefix_ns_per_token_layer`` (the
-   extend kernel's walk over each request's cached prefix) are a least-absolute-deviations fit
-   to that gap over the baseline's intervals at batch >= 4 (at batch 1 an interval also holds
-   the client's idle gap; absolute deviations, because an interval across the pause between
-   two load points holds idle time). EAGLE-3's prefill forwards cost far more at large batch
-   (~230-340 ms per forward at B 64-128 against the baseline's ~35), growing with the running batch:
-   ``o_spec_prefill_per_running_req_ms`` is the median of what is left per forward per running
-   request over EAGLE-3's intervals at batch >= 16 (printed, not written: SPEC_PREFILL_PARAM).
-   A run logged with ``--decode-log-interval 1`` puts that cost at ~19 ms per forward at 64-128
-   running (results/gpu/README.md, the agentic steps run): a 40-step interval also holds
-   batches that changed inside it, which this reads as prefill time.
+3. the prefill's interference at load. Best from runs logged every decode step
+   (``--decode-log-interval 1``, given with ``--steps-run``; a coding and an agentic one are
+   committed): a decode line with prefill lines before it is one decode step plus those
+   prefill forwards, and the steady steps of the same batch beside it give the step, so the
+   rest is what the forwards cost. The model's extend (prefill) is the verify's Triton kernel
+   (costmodel.extend_attention_ms: a cached prefix costs a verify's read and one request's
+   walk), so ``o_prefill_ms`` is all that is fitted: the mean extra per short forward of the
+   plain server, and ``o_spec_prefill_per_running_req_ms`` what EAGLE-3's add per running
+   request. Without such runs, the 40-step intervals: ``40 · B · A / X`` less 40 model decode
+   steps, ``o_prefill_ms`` a least-absolute-deviations fit over the baseline's intervals at
+   batch >= 4 (absolute deviations, because an interval across the pause between two load
+   points holds idle time), and the EAGLE-3 term printed, not written: those intervals also
+   hold batches that changed inside them, which this reads as prefill time (~2 ms per running
+   request where one step at a time measures ~0).
 
 4. the frontend stage (SGLang's tokenizer manager: HTTP, chat template, tokenizer, one process)
    and the prefill's attention FLOP rate, from the time to first token of every c=1 request row
@@ -218,7 +218,8 @@ def parse_decode_log(
 
 @dataclass(frozen=True)
 class PrefillInterval:
-    """A decode log interval with prefill forwards in it: 40 decode steps plus the prefills."""
+    """A decode log interval with prefill forwards in it: its decode steps (40 by default) plus
+    the prefills."""
 
     mode: str
     batch: int  # mean of the batch sizes at the interval's two ends
@@ -226,13 +227,21 @@ class PrefillInterval:
     accept_length: float
     interval_ms: float
     prefills: tuple[tuple[int, int, int], ...]  # (new sequences, new tokens, cached tokens)
+    decode_steps: int = LOG_INTERVAL_STEPS
+    decode_ms: float | None = None  # logged every step: the real step beside it
 
 
-def parse_prefill_intervals(path: Path, mode: str) -> list[PrefillInterval]:
+def parse_prefill_intervals(
+    path: Path, mode: str, interval_steps: int = LOG_INTERVAL_STEPS
+) -> list[PrefillInterval]:
     out: list[PrefillInterval] = []
     prev_batch: int | None = None
     prefills: list[tuple[int, int, int]] = []
-    running = RunningContexts()
+    running = RunningContexts(interval_steps)
+    # Logged every step: (decode line number, batch, step ms) of the steady steps, and the
+    # decode line number of each interval, for the real step beside it (real_decode_ms).
+    steady: list[tuple[int, int, float]] = []
+    at: list[int] = []
     for line in log_lines(path):
         m = DECODE_RE.match(line)
         if m is None:
@@ -244,20 +253,41 @@ def parse_prefill_intervals(path: Path, mode: str) -> list[PrefillInterval]:
         batch, tok_s = int(m["batch"]), float(m["tok_s"])
         accept = float(m["accept"]) if m["accept"] else 1.0
         context = running.decode(batch, accept)
+        if tok_s > 0 and batch > 0 and not prefills and prev_batch == batch:
+            steady.append((len(at) + len(steady), batch, 1e3 * batch * accept / tok_s))
         if prev_batch is not None and prefills and tok_s > 0 and min(prev_batch, batch) > 0:
             mean_batch = (prev_batch + batch) / 2
+            # One step made `batch` requests' tokens; 40 steps made the batch's mean's.
+            made = batch if interval_steps == 1 else mean_batch
+            at.append(len(at) + len(steady))
             out.append(
                 PrefillInterval(
                     mode=mode,
                     batch=round(mean_batch),
                     kv_tokens=context * round(mean_batch) / batch,
                     accept_length=accept,
-                    interval_ms=1e3 * mean_batch * accept * LOG_INTERVAL_STEPS / tok_s,
+                    interval_ms=1e3 * made * accept * interval_steps / tok_s,
                     prefills=tuple(prefills),
+                    decode_steps=interval_steps,
                 )
             )
         prev_batch, prefills = batch, []
-    return out
+    if interval_steps != 1:
+        return out
+    return [
+        dataclasses.replace(iv, decode_ms=real_decode_ms(steady, n, iv.batch))
+        for iv, n in zip(out, at, strict=True)
+    ]
+
+
+def real_decode_ms(
+    steady: Sequence[tuple[int, int, float]], n: int, batch: int, reach: int = 40
+) -> float | None:
+    """The median steady step within `reach` decode lines of line `n` at `batch` +- 2 (>= 5 of
+    them), or None: the decode step an interval holds besides its prefills, measured beside it
+    rather than modelled (the model is 20 % off at agentic B=128, more than a prefill costs)."""
+    near = [ms for k, b, ms in steady if abs(k - n) <= reach and abs(b - batch) <= 2]
+    return statistics.median(near) if len(near) >= 5 else None
 
 
 def model_prefills_ms(profile: Profile, iv: PrefillInterval) -> float:
@@ -272,7 +302,10 @@ def model_prefills_ms(profile: Profile, iv: PrefillInterval) -> float:
 
 
 def prefill_extra_ms(profile: Profile, iv: PrefillInterval) -> float:
-    """What the interval took beyond its 40 decode steps (model steps): the prefills' cost."""
+    """What the interval took beyond its decode steps (the real ones beside it where the log has
+    every step, else model steps): the prefills' cost."""
+    if iv.decode_ms is not None:
+        return iv.interval_ms - iv.decode_steps * iv.decode_ms
     step = decode_step(
         profile,
         iv.batch,
@@ -281,35 +314,33 @@ def prefill_extra_ms(profile: Profile, iv: PrefillInterval) -> float:
         num_steps=SPEC_STEPS if iv.mode == "eagle3" else 0,
         topk=1,
     ).total_ms
-    return iv.interval_ms - LOG_INTERVAL_STEPS * step
+    return iv.interval_ms - iv.decode_steps * step
 
 
-def fit_prefill_overhead(profile: Profile, intervals: Sequence[PrefillInterval]) -> Profile:
-    """``o_prefill_ms`` per prefill forward and the extend's walk over each request's cached
-    prefix, from the baseline's intervals at batch >= 4: least absolute deviations of the real
-    extra time less the model's prefills without them.
+def fit_prefill_overhead(
+    profile: Profile,
+    intervals: Sequence[PrefillInterval],
+    step_intervals: Sequence[PrefillInterval] = (),
+) -> Profile:
+    """``o_prefill_ms`` per prefill forward, from the baseline's intervals at batch >= 4: least
+    absolute deviations of the real extra time less the model's prefills without it.
 
     Absolute deviations, because an interval that spans the pause between two load points
     holds idle time that no prefill explains.
+
+    With `step_intervals` (runs logged every step, each interval one decode step beside real
+    ones) it comes from those instead: a 40-step interval's extra is the small difference of
+    two large times (40 steps of a model a few % off, batches changing inside it), one step's
+    is measured next to the step it adds to. See fit_step_prefills.
     """
+    if step_intervals:
+        return fit_step_prefills(profile, step_intervals)
     used = [iv for iv in intervals if iv.mode == "baseline" and iv.batch >= 4]
-    if not used:
-        return profile
-    bare = with_values(profile, (PREFILL_PARAM, PREFIX_PARAM), (0.0, 0.0))
-    n_layers = profile.target_attention.n_layers
-    y = np.array([prefill_extra_ms(bare, iv) - model_prefills_ms(bare, iv) for iv in used])
-    x = np.array(
-        [
-            # Per forward; per cached prefix token and layer, in ns (model_prefills_ms splits a
-            # line's cached tokens evenly over its sequences, so the sum is the line's).
-            (len(iv.prefills), n_layers * sum(c for _, _, c in iv.prefills) / 1e6)
-            for iv in used
-        ]
-    )
-    coef = least_absolute(x, y)
-    profile = with_values(
-        profile, (PREFILL_PARAM, PREFIX_PARAM), (max(0.0, coef[0]), max(0.0, coef[1]))
-    )
+    if used:
+        bare = with_values(profile, (PREFILL_PARAM,), (0.0,))
+        y = np.array([prefill_extra_ms(bare, iv) - model_prefills_ms(bare, iv) for iv in used])
+        x = np.array([[float(len(iv.prefills))] for iv in used])
+        profile = with_values(profile, (PREFILL_PARAM,), (max(0.0, least_absolute(x, y)[0]),))
     # EAGLE-3's prefill forwards cost more per running request (the plain server's do not):
     # the median of its intervals' remaining gap per prefill forward per running request.
     spec = [iv for iv in intervals if iv.mode == "eagle3" and iv.batch >= SPEC_PREFILL_MIN_BATCH]
@@ -324,6 +355,36 @@ def fit_prefill_overhead(profile: Profile, intervals: Sequence[PrefillInterval])
     return with_values(
         profile, (SPEC_PREFILL_PARAM,), (max(0.0, statistics.median(per_running)),)
     )
+
+
+def fit_step_prefills(profile: Profile, intervals: Sequence[PrefillInterval]) -> Profile:
+    """From intervals of one decode step (``--decode-log-interval 1``) with the real step beside
+    them: ``o_prefill_ms`` is the plain server's mean real extra per prefill forward beyond the
+    model's prefill without it, and ``o_spec_prefill_per_running_req_ms`` what EAGLE-3's
+    forwards take beyond that per running request (ratios of sums). Means, not medians: the
+    throughput pays every forward's time, and the real extras are skewed (baseline at 48-96
+    running agentic requests: median 4.8 ms, mean 9.5); no idle gap sits between two steps.
+    Only forwards whose sequences each extend fewer than STEP_PREFILL_MAX_NEW tokens: a long
+    chunk is its GEMMs and attention, which c=1's first tokens fit (fit_frontend.py)."""
+    def short(iv: PrefillInterval) -> bool:
+        return iv.decode_ms is not None and all(
+            new < STEP_PREFILL_MAX_NEW * seqs for seqs, new, _ in iv.prefills)
+
+    base = [iv for iv in intervals if iv.mode == "baseline" and iv.batch >= 8 and short(iv)]
+    if base:
+        bare = with_values(profile, (PREFILL_PARAM, SPEC_PREFILL_PARAM), (0.0, 0.0))
+        extra = sum(prefill_extra_ms(bare, iv) - model_prefills_ms(bare, iv) for iv in base)
+        per_forward = extra / sum(len(iv.prefills) for iv in base)
+        profile = with_values(profile, (PREFILL_PARAM,), (max(0.0, per_forward),))
+    spec = [iv for iv in intervals
+            if iv.mode == "eagle3" and iv.batch >= SPEC_PREFILL_MIN_BATCH and short(iv)]
+    if spec:
+        no_running = with_values(profile, (SPEC_PREFILL_PARAM,), (0.0,))
+        extra = sum(
+            prefill_extra_ms(no_running, iv) - model_prefills_ms(no_running, iv) for iv in spec)
+        per_running = extra / sum(len(iv.prefills) * iv.batch for iv in spec)
+        profile = with_values(profile, (SPEC_PREFILL_PARAM,), (max(0.0, per_running),))
+    return profile
 
 
 def least_absolute(x: np.ndarray, y: np.ndarray, rounds: int = 50) -> np.ndarray:
@@ -358,6 +419,33 @@ def print_prefill_table(profile: Profile, intervals: Sequence[PrefillInterval]) 
             f"{sum(n for iv in ivs for _, n, _ in iv.prefills):8d} {real:8.1f} {model:8.1f}"
             f"{note}"
         )
+
+
+def print_step_prefill_table(
+    profile: Profile, runs: Sequence[tuple[str, Sequence[PrefillInterval]]]
+) -> None:
+    """Per run logged every step, mode and level: the short prefill forwards' mean real cost
+    (beyond the real step beside them) and the model's."""
+    print("\nprefill at load, one step at a time: mean per short prefill forward "
+          f"(< {STEP_PREFILL_MAX_NEW} new tokens a sequence)")
+    print(f"{'run (end of name)':18s} {'mode':9s} {'B':>4s} {'intervals':>9s} {'forwards':>8s} "
+          f"{'seqs':>5s} {'real ms':>8s} {'model ms':>8s}")
+    levels = (8, 16, 32, 64, 128)
+    for name, intervals in runs:
+        buckets: dict[tuple[str, int], list[PrefillInterval]] = defaultdict(list)
+        for iv in intervals:
+            if iv.decode_ms is None or iv.batch < 8 or any(
+                    new >= STEP_PREFILL_MAX_NEW * seqs for seqs, new, _ in iv.prefills):
+                continue
+            buckets[(iv.mode, min(levels, key=lambda c: abs(math.log(c / iv.batch))))].append(iv)
+        for (mode, level), ivs in sorted(buckets.items()):
+            forwards = sum(len(iv.prefills) for iv in ivs)
+            real = sum(prefill_extra_ms(profile, iv) for iv in ivs) / forwards
+            model = sum(model_prefills_ms(profile, iv) for iv in ivs) / forwards
+            seqs = sum(n for iv in ivs for n, _, _ in iv.prefills)
+            short_name = "-".join(name.split("-")[-2:])
+            print(f"{short_name:18s} {mode:9s} {level:4d} {len(ivs):9d} {forwards:8d} "
+                  f"{seqs:5d} {real:8.1f} {model:8.1f}")
 
 
 def bucket_of(context_tokens: float) -> str:
@@ -490,21 +578,15 @@ SPEC_PARAMS = (
     Param("overheads", "o_step_ms", 0.01, 2.0),
 )
 PREFILL_PARAM = Param("overheads", "o_prefill_ms", 0.0, 100.0)
-PREFIX_PARAM = Param(
-    "target_attention",
-    "prefill_prefix_ns_per_token_layer",
-    0.0,
-    1000.0,
-    tied=("draft_attention",),
-)
-# Measured and printed but not written into the profile: the real server merged arrivals into
-# few prefill forwards at large batch (EAGLE-3 coding c=128: 8.5 requests per forward) where the
-# simulated one runs ~3x as many forwards with fewer requests, so a per-forward cost fitted here
-# overcharges the simulator (benchmarks/README.md, "Simulator against the real H200").
+# From 40-step intervals, measured and printed but not written into the profile: those read
+# batches that changed inside an interval as prefill time (2.4 ms per running request where a
+# run logged every step measures ~0.03). Written when --steps-run gives such a run.
 SPEC_PREFILL_PARAM = Param("overheads", "o_spec_prefill_per_running_req_ms", 0.0, 20.0)
 # EAGLE-3 intervals used for it: at B < 16 the gap is within the noise (and a c=1 interval also
 # holds the client's idle gap).
 SPEC_PREFILL_MIN_BATCH = 16
+# fit_step_prefills: forwards extending fewer new tokens per sequence than this.
+STEP_PREFILL_MAX_NEW = 1000
 PROMPT_PARAM = Param("workload", "prompt_chars_per_token", 1.0, 10.0)
 FIRST_TOKEN_PARAMS = (
     Param("frontend", "request_ms", 0.0, 1000.0),
@@ -673,6 +755,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN",
         help="a simulated run of the same levels: its output flow beside the real run's",
     )
+    parser.add_argument(
+        "--steps-run",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="RUN",
+        help="a run logged with --decode-log-interval 1: the prefill overheads come from it",
+    )
     args = parser.parse_args(argv)
 
     servers = args.run_dir / "servers"
@@ -690,6 +780,16 @@ def main(argv: list[str] | None = None) -> int:
     if not samples:
         print(f"no steady decode lines in {args.run_dir}/servers/*.log", file=sys.stderr)
         return 2
+    step_runs = [
+        (run.name, [
+            iv
+            for log in sorted((run / "servers").glob("*.log*"))
+            if (mode := mode_of(log)) is not None
+            for iv in parse_prefill_intervals(log, mode, interval_steps=1)
+        ])
+        for run in args.steps_run
+    ]
+    step_intervals = [iv for _, ivs in step_runs for iv in ivs]
     groups = group_samples(samples)
     decode_groups = [g for g in groups if g.mode == "baseline"]
     spec_groups = [g for g in groups if g.mode != "baseline"]
@@ -697,17 +797,21 @@ def main(argv: list[str] | None = None) -> int:
     start = load_profile(args.profile)
     fitted = fit(start, DECODE_PARAMS, decode_groups)
     fitted = fit(fitted, SPEC_PARAMS, spec_groups)
-    fitted = fit_prefill_overhead(fitted, intervals)
-    params: tuple[Param, ...] = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM, PREFIX_PARAM)
+    fitted = fit_prefill_overhead(fitted, intervals, step_intervals)
+    params: tuple[Param, ...] = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM)
+    if step_intervals:  # measured one step at a time: written
+        params = (*params, SPEC_PREFILL_PARAM)
     first, unmatched = first_tokens(args.run_dir, logs_by_mode)
     if first:
         for _ in range(FIRST_TOKEN_ROUNDS):
             fitted = fit_first_token(fitted, first)
-            fitted = fit_prefill_overhead(fitted, intervals)
+            fitted = fit_prefill_overhead(fitted, intervals, step_intervals)
         params = (*params, *FIRST_TOKEN_PARAMS)
-    # Printed, not written: see SPEC_PREFILL_PARAM.
+    # From 40-step intervals: printed, not written (see SPEC_PREFILL_PARAM).
     spec_prefill_ms = get_value(fitted, SPEC_PREFILL_PARAM)
-    fitted = with_values(fitted, (SPEC_PREFILL_PARAM,), (get_value(start, SPEC_PREFILL_PARAM),))
+    if not step_intervals:
+        fitted = with_values(
+            fitted, (SPEC_PREFILL_PARAM,), (get_value(start, SPEC_PREFILL_PARAM),))
     counts = prompt_counts(args.run_dir, start)
     if counts:
         fitted = with_values(fitted, (PROMPT_PARAM,), (fit_chars_per_token(counts),))
@@ -722,6 +826,8 @@ def main(argv: list[str] | None = None) -> int:
         if idx:
             summarize([errors[i] for i in idx], [groups[i] for i in idx], f"  {mode}")
     print_prefill_table(fitted, intervals)
+    if step_runs:
+        print_step_prefill_table(fitted, step_runs)
     if first:
         print_first_token_table(fitted, first, unmatched)
         print_load_table(fitted, args.run_dir, WINDOW_S)
@@ -734,11 +840,12 @@ def main(argv: list[str] | None = None) -> int:
         tied = f"  (also [{', '.join(p.tied)}])" if p.tied else ""
         print(f"  [{p.section}] {p.key} = {v:g}{tied}")
 
-    print(
-        f"  [overheads] {SPEC_PREFILL_PARAM.key} = {rounded(spec_prefill_ms):g} measured, "
-        f"{get_value(start, SPEC_PREFILL_PARAM):g} in the profile (not written: the simulator "
-        "splits arrivals over more prefill forwards than SGLang did)"
-    )
+    if not step_intervals:
+        print(
+            f"  [overheads] {SPEC_PREFILL_PARAM.key} = {rounded(spec_prefill_ms):g} measured "
+            f"on 40-step intervals, {get_value(start, SPEC_PREFILL_PARAM):g} in the profile "
+            "(not written: pass --steps-run for a run logged every step)"
+        )
 
     if args.write:
         text = args.write.read_text()

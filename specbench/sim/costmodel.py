@@ -22,7 +22,8 @@ the one in shared/reference/speculation-under-load.md §4.1:
 * a verify kernel that pads its query rows to a tile (``verify_pads_query_rows``, Triton's
   extend kernel: 64 or more rows for 1 to K+1) costs the same for any row count: SGLang's
   zero-step one-token verify and the draft extend over the verified tokens then pay the verify's
-  ``κ`` and serial walk too, not a decode's;
+  ``κ`` and serial walk too, not a decode's, and so does a prefill's extend over its cached
+  prefix (the same kernel);
 * an EAGLE-3 step is verify (target, B·(K+1) tokens) + draft extend over the verified tokens +
   (K-1) one-token draft steps + K draft attentions + per-draft-step launch cost + a speculative
   overhead that grows with the batch; a zero-step step (dynamic mode above its threshold) is a
@@ -122,10 +123,6 @@ class AttentionModel:
     # ns per KV token of one request, per layer; for the decode kernel and the verify kernel.
     serial_ns_per_token_layer: float = 0.0
     verify_serial_ns_per_token_layer: float = 0.0
-    # An extend over a cached prefix walks the prefix one block per query head (Triton's extend
-    # kernel: a short chunk gives one tile of rows per head): ns per prefix token per layer,
-    # once per request in the forward. 0 = the prefix costs its FLOPs only.
-    prefill_prefix_ns_per_token_layer: float = 0.0
 
     def decode_ms(
         self,
@@ -151,9 +148,8 @@ class AttentionModel:
     def prefill_ms(self, n_new: int, n_prefix: int) -> float:
         # Causal attention over the chunk: QK^T and PV, 2 FLOPs per MAC each.
         flops = 4.0 * self.n_layers * self.q_hidden * n_new * (n_prefix + n_new / 2.0)
-        walk_ms = self.n_layers * self.prefill_prefix_ns_per_token_layer * n_prefix / 1e6
         flops_ms = 1e3 * flops / self.prefill_flops_per_s
-        return self.n_layers * self.layer_fixed_ms + flops_ms + walk_ms
+        return self.n_layers * self.layer_fixed_ms + flops_ms
 
 
 @dataclass(frozen=True)
@@ -167,15 +163,15 @@ class Overheads:
     o_step_ms: float  # per draft step (launch + top-k sampling)
     verify_kappa: float  # attention cost multiplier of a K+1-token verify vs a 1-token decode
     # True: the verify kernel pads query rows to a tile, so the zero-step one-token verify and
-    # the draft extend cost what a K+1-row verify costs (verify_kappa, verify serial walk).
+    # the draft extend cost what a K+1-row verify costs (verify_kappa, verify serial walk), and
+    # an extend (prefill) forward, the same kernel, pays that over its chunks' cached prefixes.
     verify_pads_query_rows: bool = False
     # Per extend (prefill) forward on top of o_base_ms: the scheduler's merge of the new requests
     # into the running batch and the prefill's launches outside the decode's CUDA graph.
     o_prefill_ms: float = 0.0
-    # Per extend forward of a speculative server, per request already decoding: measured on
-    # SGLang 0.5.17 + Triton, where EAGLE-3's prefill forwards cost ~1.5 ms more per running
-    # request than the plain server's at B >= 32 (benchmarks/gpu/fit_profile.py, step 3). Off
-    # in every bundled profile until the simulator batches arrivals into prefills as SGLang does.
+    # Per extend forward of a speculative server, per request already decoding: what EAGLE-3's
+    # prefill forwards cost beyond the plain server's (SGLang 0.5.17 + Triton, one step at a
+    # time: ~0.04 ms; benchmarks/gpu/fit_profile.py, step 3). 0 = none.
     o_spec_prefill_per_running_req_ms: float = 0.0
 
 
@@ -378,6 +374,28 @@ def decode_step(
     return StepCost(sum(parts.values()), parts)
 
 
+def extend_attention_ms(
+    profile: Profile, attention: AttentionModel, chunks: list[tuple[int, int]]
+) -> float:
+    """An extend forward's attention over `chunks` of (new tokens, tokens already cached).
+
+    Where the verify pads its query rows (Triton: the verify *is* the extend kernel) a chunk's
+    cached prefix also costs what a verify over it costs, on top of the FLOPs: each KV token
+    read once per query head (``verify_kappa``) and one request's walk (the mean prefix, as for
+    the decode), the blocks of several requests running side by side.
+    """
+    ms = sum(attention.prefill_ms(n, prefix) for n, prefix in chunks)
+    prefixes = [prefix for _, prefix in chunks if prefix > 0]
+    if profile.overheads.verify_pads_query_rows and prefixes:
+        ms += attention.decode_ms(
+            sum(prefixes),
+            profile.overheads.verify_kappa,
+            context_tokens=sum(prefixes) / len(prefixes),
+            verify=True,
+        ) - attention.n_layers * attention.layer_fixed_ms
+    return ms
+
+
 def prefill_step(
     profile: Profile, chunks: list[tuple[int, int]], *, speculative: bool, running: int = 0
 ) -> StepCost:
@@ -389,15 +407,15 @@ def prefill_step(
     ta, da = profile.target_attention, profile.draft_attention
     parts = {
         "target_linear": profile.target_linear.time_ms(n_new),
-        "target_attention": sum(ta.prefill_ms(n, prefix) for n, prefix in chunks),
+        "target_attention": extend_attention_ms(profile, ta, chunks),
         "overhead": profile.overheads.o_base_ms
         + len(chunks) * profile.overheads.o_base_per_req_us / 1e3
         + profile.overheads.o_prefill_ms,
     }
     if speculative:
         # EAGLE keeps the draft's KV in step: every prefill also runs the draft over the chunk.
-        parts["draft_extend"] = profile.draft_linear.time_ms(n_new) + sum(
-            da.prefill_ms(n, prefix) for n, prefix in chunks
+        parts["draft_extend"] = profile.draft_linear.time_ms(n_new) + extend_attention_ms(
+            profile, da, chunks
         )
         per_running_ms = profile.overheads.o_spec_prefill_per_running_req_ms
         if per_running_ms and running > 0:
