@@ -357,6 +357,13 @@ def fit_prefill_overhead(
     )
 
 
+def is_short_step_interval(iv: PrefillInterval) -> bool:
+    """One decode step with a real step beside it, whose prefill forwards each extend fewer than
+    STEP_PREFILL_MAX_NEW new tokens a sequence."""
+    return iv.decode_ms is not None and all(
+        new < STEP_PREFILL_MAX_NEW * seqs for seqs, new, _ in iv.prefills)
+
+
 def fit_step_prefills(profile: Profile, intervals: Sequence[PrefillInterval]) -> Profile:
     """From intervals of one decode step (``--decode-log-interval 1``) with the real step beside
     them: ``o_prefill_ms`` is the plain server's mean real extra per prefill forward beyond the
@@ -366,18 +373,16 @@ def fit_step_prefills(profile: Profile, intervals: Sequence[PrefillInterval]) ->
     running agentic requests: median 4.8 ms, mean 9.5); no idle gap sits between two steps.
     Only forwards whose sequences each extend fewer than STEP_PREFILL_MAX_NEW tokens: a long
     chunk is its GEMMs and attention, which c=1's first tokens fit (fit_frontend.py)."""
-    def short(iv: PrefillInterval) -> bool:
-        return iv.decode_ms is not None and all(
-            new < STEP_PREFILL_MAX_NEW * seqs for seqs, new, _ in iv.prefills)
-
-    base = [iv for iv in intervals if iv.mode == "baseline" and iv.batch >= 8 and short(iv)]
+    base = [iv for iv in intervals
+            if iv.mode == "baseline" and iv.batch >= 8 and is_short_step_interval(iv)]
     if base:
         bare = with_values(profile, (PREFILL_PARAM, SPEC_PREFILL_PARAM), (0.0, 0.0))
         extra = sum(prefill_extra_ms(bare, iv) - model_prefills_ms(bare, iv) for iv in base)
         per_forward = extra / sum(len(iv.prefills) for iv in base)
         profile = with_values(profile, (PREFILL_PARAM,), (max(0.0, per_forward),))
     spec = [iv for iv in intervals
-            if iv.mode == "eagle3" and iv.batch >= SPEC_PREFILL_MIN_BATCH and short(iv)]
+            if iv.mode == "eagle3" and iv.batch >= SPEC_PREFILL_MIN_BATCH
+            and is_short_step_interval(iv)]
     if spec:
         no_running = with_values(profile, (SPEC_PREFILL_PARAM,), (0.0,))
         extra = sum(
@@ -434,8 +439,7 @@ def print_step_prefill_table(
     for name, intervals in runs:
         buckets: dict[tuple[str, int], list[PrefillInterval]] = defaultdict(list)
         for iv in intervals:
-            if iv.decode_ms is None or iv.batch < 8 or any(
-                    new >= STEP_PREFILL_MAX_NEW * seqs for seqs, new, _ in iv.prefills):
+            if iv.batch < 8 or not is_short_step_interval(iv):
                 continue
             buckets[(iv.mode, min(levels, key=lambda c: abs(math.log(c / iv.batch))))].append(iv)
         for (mode, level), ivs in sorted(buckets.items()):

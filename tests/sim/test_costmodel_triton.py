@@ -251,11 +251,33 @@ def test_a_prefill_forward_at_load_costs_what_the_real_one_did(profile) -> None:
     log = (ROOT / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps"
            / "servers" / "baseline.log.xz")
     intervals = [iv for iv in fit.parse_prefill_intervals(log, "baseline", interval_steps=1)
-                 if iv.decode_ms is not None and iv.batch >= 8
-                 and all(new < 1000 * seqs for seqs, new, _ in iv.prefills)]
+                 if iv.batch >= 8 and fit.is_short_step_interval(iv)]
     assert len(intervals) >= 150
     forwards = sum(len(iv.prefills) for iv in intervals)
     real_ms = sum(fit.prefill_extra_ms(profile, iv) for iv in intervals) / forwards
     model_ms = sum(fit.model_prefills_ms(profile, iv) for iv in intervals) / forwards
     assert 8.0 < real_ms < 16.0
     assert model_ms == pytest.approx(real_ms, rel=0.1)
+
+
+def test_a_log_of_every_step_measures_a_prefill_beside_the_step_it_delays(tmp_path) -> None:
+    # Six steady steps of 10 ms at batch 8 (8 tokens / 10 ms = 800 tok/s), then a prefill line
+    # and a decode line that took 25 ms: the prefill cost 15 ms beside the real step.
+    fit = _fit_profile()
+
+    def decode(tok_s: float) -> str:
+        return ("[2026-12-04 00:00:00] Decode batch, #running-req: 8, #token: 8000, token "
+                f"usage: 0.01, cuda graph: True, gen throughput (token/s): {tok_s:.2f}, "
+                "#queue-req: 0")
+
+    prefill = ("[2026-12-04 00:00:00] Prefill batch, #new-seq: 1, #new-token: 2, "
+               "#cached-token: 4000, token usage: 0.01, #running-req: 7, #queue-req: 0")
+    log = tmp_path / "baseline.log"
+    log.write_text("\n".join([decode(800.0)] * 6 + [prefill, decode(8 / 0.025)]
+                             + [decode(800.0)] * 2) + "\n")
+    (interval,) = fit.parse_prefill_intervals(log, "baseline", interval_steps=1)
+    assert interval.decode_ms == pytest.approx(10.0)
+    assert interval.interval_ms == pytest.approx(25.0)
+    profile = load_profile("llama-3.1-8b-1xh200-triton")
+    assert fit.prefill_extra_ms(profile, interval) == pytest.approx(15.0)
+    assert fit.is_short_step_interval(interval)
