@@ -175,6 +175,8 @@ def test_a_run_without_a_baseline_reports_its_missing_grid_in_one_line(
     "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-repeats/C-again",
     "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps",
     "h200-sglang-0.5.17-llama8b-shape-q0.3-coding-steps",
+    "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-c4",
+    "h200-sglang-0.5.17-llama8b-shape-q0.3-coding-small",
 ])
 def test_the_other_real_runs_report(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     copy = _rerun(RUNS / name, tmp_path_factory)

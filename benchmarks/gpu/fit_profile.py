@@ -21,7 +21,9 @@ The steady steps are grouped by (mode, batch, context bucket) and the cost model
 weighted by its line count (every steady line counts once):
 
 1. the plain decode, from ``baseline.log``: the attention bandwidth, the per-request KV walk that
-   bounds it at small batch, the per-forward and per-request overheads;
+   bounds it at small batch, the per-forward and per-request overheads. The walk's tail (the
+   longest request's share, ``walk_tail_batch``) is kept from the profile: each line's longest
+   context is followed too, but only runs logged every step place it (the tail table);
 2. the speculative step, from ``eagle3*.log`` (K=3 verify + 3 draft steps) and
    ``zero-step*.log`` (SGLang's steps-0 one-token verify + draft extend), with the plain-decode
    numbers fixed: the verify kernel's ``verify_kappa`` and walk, and the speculative overheads.
@@ -57,7 +59,9 @@ Everything else (GEMM rooflines, memory, acceptance) comes from the profile give
 ``--write`` puts them into a profile TOML (comments kept), ``--check`` exits 1 when a TOML's
 values drift from the fit or miss the step times by more than ``--tolerance``.
 
-    python3 benchmarks/gpu/fit_profile.py results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3 \\
+    R=results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3
+    python3 benchmarks/gpu/fit_profile.py $R --steps-run $R-agentic-steps \\
+        --steps-run $R-coding-steps --steps-run $R-agentic-c4 --steps-run $R-coding-small \\
         --check specbench/sim/profiles/llama-3.1-8b-1xh200-triton.toml
 """
 
@@ -119,6 +123,7 @@ class StepSample:
     accept_length: float
     step_ms: float
     where: str  # file:line
+    longest_tokens: float = 0.0  # the longest request's context there
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,7 @@ class StepGroup:
     kv_tokens: float  # mean over the group's lines
     accept_length: float
     step_ms: float  # median over the group's lines
+    longest_tokens: float = 0.0  # mean over the group's lines
 
     @property
     def context_tokens(self) -> float:
@@ -164,6 +170,7 @@ class RunningContexts:
     def __init__(self, interval_steps: int = LOG_INTERVAL_STEPS) -> None:
         self.contexts: list[float] = []
         self.interval_steps = interval_steps  # decode steps per Decode batch line
+        self.longest = 0.0  # the longest context at the middle of the last decode interval
 
     def prefill(self, seqs: int, new: int, cached: int) -> None:
         self.contexts += [(new + cached) / max(1, seqs)] * seqs
@@ -175,6 +182,7 @@ class RunningContexts:
             fill = statistics.fmean(kept) if kept else 0.0
             kept = [fill] * (batch - len(kept)) + kept
         self.contexts = [c + self.interval_steps * accept for c in kept]
+        self.longest = max(kept, default=0.0) + self.interval_steps / 2 * accept
         return sum(kept) + self.interval_steps / 2 * accept * batch
 
 
@@ -211,6 +219,7 @@ def parse_decode_log(
                 accept_length=accept,
                 step_ms=1e3 * batch * accept / tok_s,
                 where=f"{path.name}:{lineno}",
+                longest_tokens=running.longest,
             )
         )
     return samples
@@ -426,6 +435,33 @@ def print_prefill_table(profile: Profile, intervals: Sequence[PrefillInterval]) 
         )
 
 
+def print_tail_table(profile: Profile, step_runs: Sequence[tuple[str, list[StepSample]]]) -> None:
+    """Small batches one step at a time: the real step, the model with the mean request's walk
+    and with the profile's tail (the longest request's walk)."""
+    print("\nthe KV walk's tail, one step at a time: median step ms at small batch")
+    print(f"{'run':24s} {'mode':9s} {'B':>3s} {'lines':>5s} {'ctx/req':>7s} {'longest':>7s} "
+          f"{'real':>6s} {'mean walk':>9s} {'tail':>6s}")
+    flat = dataclasses.replace(
+        profile, overheads=dataclasses.replace(profile.overheads, walk_tail_batch=0.0))
+    for name, samples in step_runs:
+        by_key: dict[tuple[str, int], list[StepSample]] = defaultdict(list)
+        for smp in samples:
+            if smp.batch <= TAIL_MAX_BATCH:
+                by_key[(smp.mode, smp.batch)].append(smp)
+        for (mode, batch), v in sorted(by_key.items()):
+            if len(v) < 5:
+                continue
+            kv = statistics.fmean(x.kv_tokens for x in v)
+            group = StepGroup(
+                mode=mode, batch=batch, bucket=bucket_of(kv / batch), n_lines=len(v),
+                kv_tokens=kv, accept_length=statistics.fmean(x.accept_length for x in v),
+                step_ms=statistics.median(x.step_ms for x in v),
+                longest_tokens=statistics.fmean(x.longest_tokens for x in v))
+            print(f"{name[-24:]:24s} {mode:9s} {batch:3d} {len(v):5d} "
+                  f"{group.context_tokens:7.0f} {group.longest_tokens:7.0f} {group.step_ms:6.2f} "
+                  f"{model_step_ms(flat, group):9.2f} {model_step_ms(profile, group):6.2f}")
+
+
 def print_step_prefill_table(
     profile: Profile, runs: Sequence[tuple[str, Sequence[PrefillInterval]]]
 ) -> None:
@@ -471,6 +507,7 @@ def group_samples(samples: Sequence[StepSample]) -> list[StepGroup]:
             kv_tokens=statistics.fmean(s.kv_tokens for s in v),
             accept_length=statistics.fmean(s.accept_length for s in v),
             step_ms=statistics.median(s.step_ms for s in v),
+            longest_tokens=statistics.fmean(s.longest_tokens for s in v),
         )
         for (mode, batch, bucket), v in by_key.items()
     ]
@@ -486,6 +523,7 @@ def model_step_ms(profile: Profile, g: StepGroup) -> float:
         speculative=g.mode != "baseline",
         num_steps=SPEC_STEPS if g.mode == "eagle3" else 0,
         topk=1,
+        longest_context_tokens=g.longest_tokens or None,
     )
     return cost.total_ms
 
@@ -569,6 +607,9 @@ DECODE_PARAMS = (
     Param("target_attention", "serial_ns_per_token_layer", 0.5, 100.0, tied=("draft_attention",)),
     Param("overheads", "o_base_ms", 0.05, 2.0),
 )
+# Kept from the profile (the walk's tail, [overheads] walk_tail_batch): 40-step lines cannot
+# place it; print_tail_table shows it against the runs logged every step.
+TAIL_MAX_BATCH = 16
 SPEC_PARAMS = (
     Param("overheads", "verify_kappa", 1.0, 40.0),
     Param(
@@ -794,6 +835,15 @@ def main(argv: list[str] | None = None) -> int:
         for run in args.steps_run
     ]
     step_intervals = [iv for _, ivs in step_runs for iv in ivs]
+    step_samples = [
+        (run.name, [
+            smp
+            for log in sorted((run / "servers").glob("*.log*"))
+            if (mode := mode_of(log)) is not None
+            for smp in parse_decode_log(log, mode, interval_steps=1)
+        ])
+        for run in args.steps_run
+    ]
     groups = group_samples(samples)
     decode_groups = [g for g in groups if g.mode == "baseline"]
     spec_groups = [g for g in groups if g.mode != "baseline"]
@@ -832,6 +882,7 @@ def main(argv: list[str] | None = None) -> int:
     print_prefill_table(fitted, intervals)
     if step_runs:
         print_step_prefill_table(fitted, step_runs)
+        print_tail_table(fitted, step_samples)
     if first:
         print_first_token_table(fitted, first, unmatched)
         print_load_table(fitted, args.run_dir, WINDOW_S)

@@ -15,7 +15,9 @@ the one in shared/reference/speculation-under-load.md §4.1:
   then one request's KV walk sets the time, ``n_layers · serial · L`` for a request of L tokens
   (``serial_ns_per_token_layer``, and ``verify_serial_ns_per_token_layer`` for the verify
   kernel): the whole attention time at small batch, the last wave's tail on top of the
-  bandwidth term at large batch, so the two add.
+  bandwidth term at large batch, so the two add. The walk is the mean request's, plus a share
+  ``min(1, walk_tail_batch / B)`` of the longest request's excess: with few requests the step
+  waits for the longest one, with many the others' blocks fill the GPU meanwhile.
   Triton's decode kernel splits KV into at most 8 blocks per request; its extend kernel, which
   SGLang's Triton backend uses for the verify, gives a request one block per query head and
   walks the whole context in it. Both terms are 0 (off) unless the profile sets them;
@@ -41,7 +43,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +175,11 @@ class Overheads:
     # prefill forwards cost beyond the plain server's (SGLang 0.5.17 + Triton, one step at a
     # time: ~0.04 ms; benchmarks/gpu/fit_profile.py, step 3). 0 = none.
     o_spec_prefill_per_running_req_ms: float = 0.0
+    # The per-request walk is the step's tail, so the batch's longest request sets it while its
+    # blocks are most of the GPU's work; with more requests the others fill the GPU meanwhile.
+    # The walk is over mean + (longest - mean) x min(1, walk_tail_batch / B) tokens. 0 = the
+    # mean request's walk at every batch.
+    walk_tail_batch: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,15 @@ class Workload:
     # real server sets them from the prompt_tokens that server reported.
     prompt_chars_per_token: float = 4.0
     prompt_renders_tools: bool = True
+    # A draft whose hits do not depend on the prompt (benchmarks/gpu/constructed_draft_hits.py):
+    # bit k (hex, most significant bit first) is 1 where its proposal for output token k+1 is
+    # right, the same for every request. Empty: each request draws its own hits with alpha.
+    draft_hits_hex: str = ""
+
+    @property
+    def draft_hits(self) -> str:
+        """`draft_hits_hex` as one '0'/'1' character per output position."""
+        return "".join(f"{int(ch, 16):04b}" for ch in self.draft_hits_hex)
 
 
 @dataclass(frozen=True)
@@ -312,8 +328,10 @@ def decode_step(
     topk: int = 1,
     num_draft_tokens: int | None = None,
     skip_zero_step_draft_extend: bool = False,
+    longest_context_tokens: float | None = None,
 ) -> StepCost:
-    """One decode forward for `batch` requests reading `kv_tokens` KV entries in total.
+    """One decode forward for `batch` requests reading `kv_tokens` KV entries in total, the
+    longest request `longest_context_tokens` of them (None: all alike).
 
     `speculative` False is the plain (baseline) server. For a speculative server `num_steps`
     is the step count routed for this batch: 0 is SGLang's trivial one-token verify plus a
@@ -326,7 +344,9 @@ def decode_step(
     tl, ta = profile.target_linear, profile.target_attention
     dl, da = profile.draft_linear, profile.draft_attention
     base_ms = o.o_base_ms + batch * o.o_base_per_req_us / 1e3
-    context = kv_tokens / batch
+    context = kv_tokens / batch  # the walk's length: the mean request, plus the tail's share
+    if longest_context_tokens is not None and o.walk_tail_batch > 0:
+        context += max(0.0, longest_context_tokens - context) * min(1.0, o.walk_tail_batch / batch)
     if not speculative:
         parts = {
             "target_linear": tl.time_ms(batch),
@@ -522,6 +542,13 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
             ) from None
     workload_raw.update({k: v for k, v in acceptance.items() if k != "rule"})
     workload = _build(Workload, {**workload_raw, "rules": rules}, "workload/acceptance", path)
+    hits = "".join(str(workload.draft_hits_hex).split())
+    if any(ch not in "0123456789abcdefABCDEF" for ch in hits):
+        raise ProfileError(
+            f"sim profile {path}: [acceptance] draft_hits_hex is not hexadecimal; regenerate it "
+            "with benchmarks/gpu/constructed_draft_hits.py"
+        )
+    workload = replace(workload, draft_hits_hex=hits)
     # A mixture-of-experts target gives [target_moe] instead of [target_linear].
     target_linear: LinearModel | MoeLinearModel
     if "target_moe" in data:

@@ -130,7 +130,16 @@ class SimRequest:
         return {"type": "stop", "matched": None}
 
     def draw_accepted(self, num_steps: int) -> int:
-        """Accepted drafts in one verify: P(at least j accepted) = alpha^j, capped at K."""
+        """Accepted drafts in one verify: P(at least j accepted) = alpha^j, capped at K; or,
+        where the profile gives the draft's hits by output position, the hits in a row from
+        the last verified token on."""
+        hits = self.traits.draft_hits
+        start = self.completion_tokens - 1
+        if start >= 0 and start + num_steps <= len(hits):
+            accepted = 0
+            while accepted < num_steps and hits[start + accepted] == "1":
+                accepted += 1
+            return accepted
         u = self.rng.random()
         if u <= 0.0:
             return num_steps

@@ -297,7 +297,8 @@ class Scheduler(kvpool.PoolAccounting):
         self._fit_decode()
         batch = list(self.decoding)
         bs = len(batch)
-        kv_tokens = sum(r.prompt_tokens + r.completion_tokens for r in batch)
+        contexts = [r.prompt_tokens + r.completion_tokens for r in batch]
+        kv_tokens = sum(contexts)
         steps = 0
         if self.speculative:
             steps = self._steps_for(bs)
@@ -317,6 +318,7 @@ class Scheduler(kvpool.PoolAccounting):
             topk=self.topk,
             num_draft_tokens=self.settings.speculative_num_draft_tokens,
             skip_zero_step_draft_extend=self.settings.skip_zero_step_draft_extend,
+            longest_context_tokens=max(contexts, default=0),
         )
         self._last_was_decode = True
         return _Forward("decode", cost.total_ms / 1e3, batch, [], steps, kv_tokens)

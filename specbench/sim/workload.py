@@ -14,7 +14,9 @@ everything about a request from a seeded hash of its rendered prompt text:
   per-workload mean, so identical prompts stop at identical lengths in every mode;
 * the per-token acceptance probability alpha of the draft head is drawn around a mean picked
   by the profile's rule table (first regex found in the prompt wins; then "agentic" when the
-  request carries tools or tool messages; then the default);
+  request carries tools or tool messages; then the default), unless the profile gives the
+  draft's hits by output position (``draft_hits_hex``: a constructed pair whose output does not
+  depend on the prompt), which every request then walks;
 * output text is a deterministic sequence of short filler tokens.
 """
 
@@ -164,6 +166,9 @@ class RequestTraits:
     alpha: float  # per-token draft acceptance probability
     category: str  # matched rule name, "agentic" or "default"
     seed: int  # seeds the per-request RNG (acceptance draws) and the filler text
+    # '1' where the draft's proposal for output token k+1 is right, shared by every request
+    # ([acceptance] draft_hits_hex); empty: draws with alpha.
+    draft_hits: str = ""
 
 
 class TraitModel:
@@ -172,6 +177,7 @@ class TraitModel:
     def __init__(self, workload: Workload, seed: int) -> None:
         self.workload = workload
         self.seed = seed
+        self._draft_hits = workload.draft_hits  # decoded once, shared by every request
         self._rules = [
             (
                 re.compile(rule.pattern),
@@ -229,6 +235,7 @@ class TraitModel:
             alpha=alpha,
             category=category,
             seed=int(u_seed * 2**62),
+            draft_hits=self._draft_hits,
         )
 
 

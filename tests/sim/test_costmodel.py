@@ -177,3 +177,14 @@ def test_profile_from_path_with_bad_keys(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
     good.write_text(src)
     assert load_profile(str(good)).target_linear.t_mem_ms == pytest.approx(3.98)
+
+
+def test_a_draft_hits_sequence_that_is_not_hexadecimal_is_refused(tmp_path: Path) -> None:
+    src = Path(load_profile().source_path).read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(src.replace("[acceptance]\n", '[acceptance]\ndraft_hits_hex = "ff0g"\n'))
+    with pytest.raises(ProfileError, match="draft_hits_hex is not hexadecimal; regenerate"):
+        load_profile(str(bad))
+    good = tmp_path / "good.toml"
+    good.write_text(src.replace("[acceptance]\n", '[acceptance]\ndraft_hits_hex = "f0"\n'))
+    assert load_profile(str(good)).workload.draft_hits == "11110000"

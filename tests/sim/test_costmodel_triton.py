@@ -9,6 +9,9 @@ count, so EAGLE-3's step grows with batch x context and stops paying past ~32 us
 
 from __future__ import annotations
 
+import dataclasses
+import lzma
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +26,8 @@ from specbench.sim.costmodel import (
     predict_output_tok_s,
     prefill_step,
 )
+from specbench.sim.request import SimRequest
+from specbench.sim.workload import TraitModel
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = "llama-3.1-8b-1xh200-triton"
@@ -281,3 +286,87 @@ def test_a_log_of_every_step_measures_a_prefill_beside_the_step_it_delays(tmp_pa
     profile = load_profile("llama-3.1-8b-1xh200-triton")
     assert fit.prefill_extra_ms(profile, interval) == pytest.approx(15.0)
     assert fit.is_short_step_interval(interval)
+
+
+DECODE_ACCEPT_RE = re.compile(r"Decode batch, #running-req: (\d+).*?accept len: ([\d.]+)")
+
+
+def _first_waves(log: Path, min_batch: int) -> list[list[float]]:
+    """Per load point (the sweep flushes the cache before each): the accept lengths of its
+    first 20 or more decode lines in a row at `min_batch` or more running requests, with no
+    prefill between them (the users that started together, before any of them finished)."""
+    waves: list[list[float]] = []
+    current: list[float] = []
+    point_done = False
+    with lzma.open(log, "rt") as lines:
+        for line in lines:
+            if "Cache flushed" in line:
+                point_done, current = False, []
+            elif "Prefill batch" in line:
+                if len(current) >= 20 and not point_done:
+                    waves.append(current)
+                    point_done = True
+                current = []
+            elif (m := DECODE_ACCEPT_RE.search(line)) and int(m[1]) >= min_batch:
+                current.append(float(m[2]))
+    return waves
+
+
+def _walk(profile: Profile, n_tokens: int) -> list[int]:
+    """Tokens per verify (K=3) of one simulated request from its first output token on."""
+    traits = TraitModel(profile.workload, 0).traits("any prompt", agentic=True)
+    req = SimRequest("walk", traits, max_new_tokens=n_tokens)
+    req.completion_tokens = 1  # the prefill's token
+    walked = []
+    while req.completion_tokens < n_tokens:
+        walked.append(req.draw_accepted(3) + 1)
+        req.completion_tokens += walked[-1]
+    return walked
+
+
+def test_every_request_walks_the_same_draft_hits_as_the_real_pair(profile) -> None:
+    # The constructed pair generates the same output for every chat prompt, so 64 or 127
+    # requests that start together verify in lockstep: the real server logged one whole accept
+    # length for all of them, step after step. The profile's draft_hits_hex, walked from the
+    # first output token with K=3, gives that sequence for both waves (52 steps each).
+    log = (ROOT / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-steps"
+           / "servers" / "eagle3.log.xz")
+    hits = profile.workload.draft_hits
+    assert len(hits) >= 4096 and 0.68 < hits.count("1") / len(hits) < 0.72  # Q = 0.3
+    walked = _walk(profile, 512)
+    waves = _first_waves(log, 60)  # c=64, then c=128
+    assert [len(w) >= 50 for w in waves] == [True, True]
+    for wave in waves:
+        assert [round(a) for a in wave] == walked[: len(wave)]
+    # Over a whole 512-token request the walk averages what iid draws at alpha 0.7 give
+    # (tau(3) = 2.53), while stretches of 64 tokens range from 2.1 to 3.1.
+    assert 511 / len(walked) == pytest.approx(2.53, abs=0.03)
+
+
+@pytest.mark.parametrize(("mode", "real_ms", "mean_walk_ms"), [
+    ("baseline", 8.11, 6.72),
+    ("eagle3", 27.99, 21.99),
+])
+def test_at_four_users_the_longest_request_sets_the_step(
+    profile, mode: str, real_ms: float, mean_walk_ms: float
+) -> None:
+    # Four agentic users, logged every step (results/gpu/...-agentic-c4): contexts of 0.5-11k
+    # tokens run together, and a step took what the longest request's KV walk takes. With the
+    # mean request's walk the model is 17-21 % short; with the profile's tail within 7 %.
+    fit = _fit_profile()
+    log = (ROOT / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-c4"
+           / "servers" / f"{mode}.log.xz")
+    steps = [s for s in fit.parse_decode_log(log, mode, interval_steps=1) if s.batch == 4]
+    assert len(steps) >= 500
+    group = fit.group_samples(steps)[0]
+    group = dataclasses.replace(
+        group,
+        kv_tokens=statistics.fmean(s.kv_tokens for s in steps),
+        longest_tokens=statistics.fmean(s.longest_tokens for s in steps),
+        step_ms=statistics.median(s.step_ms for s in steps),
+    )
+    assert group.step_ms == pytest.approx(real_ms, rel=0.01)
+    flat = dataclasses.replace(
+        profile, overheads=dataclasses.replace(profile.overheads, walk_tail_batch=0.0))
+    assert fit.model_step_ms(flat, group) == pytest.approx(mean_walk_ms, rel=0.02)
+    assert fit.model_step_ms(profile, group) == pytest.approx(real_ms, rel=0.07)
