@@ -50,9 +50,9 @@ weighted by its line count (every steady line counts once):
 
 5. the prompt-token count, from the run's per-request rows (``points/*/*/*.parquet``, the
    ``prompt_tokens`` the server reported): the simulator renders each request as it would
-   (specbench/sim/workload.py, the tool schemas left out when the profile's
-   ``prompt_renders_tools`` is false) and ``prompt_chars_per_token`` is the rendering's
-   characters over the real tokens, summed over every request row.
+   (specbench/sim/workload.py: each message's text only when the profile's
+   ``prompt_renders_tools`` is false) and ``prompt_tokens_per_piece`` is the real tokens over
+   the rendering's pre-tokenizer pieces, summed over every request row.
 
 Everything else (GEMM rooflines, memory, acceptance) comes from the profile given with
 ``--profile``. The script prints the real and model step time per group and the fitted values;
@@ -92,7 +92,7 @@ from fit_frontend import (  # type: ignore[import-not-found]  # this script's fo
 
 from specbench.prompts import load_prompt_set
 from specbench.sim.costmodel import Profile, decode_step, load_profile, prefill_step
-from specbench.sim.workload import is_agentic, render_chat, without_tools
+from specbench.sim.workload import pre_tokenizer_pieces, render_chat, render_message_text
 
 DECODE_RE = re.compile(
     r"^\[[^\]]+\] Decode batch, #running-req: (?P<batch>\d+), #token: (?P<kv>\d+), "
@@ -535,8 +535,9 @@ class PromptCount:
 
     prompt_set: str
     real_tokens: int
-    chars: int  # characters the simulator counts (render_chat, tools dropped when asked)
-    rendered_chars: int  # the whole rendering, tool schemas included
+    pieces: int  # pre-tokenizer pieces of what the simulator counts (workload.py)
+    chars: int  # characters of the same text
+    rendered_chars: int  # the whole rendering, tool schemas and tool-call JSON included
 
 
 def prompt_counts(run_dir: Path, profile: Profile) -> list[PromptCount]:
@@ -557,35 +558,40 @@ def prompt_counts(run_dir: Path, profile: Profile) -> list[PromptCount]:
         if req is None:
             continue
         messages = [dict(m) for m in req.messages]
-        tools = list(req.tools) if req.tools else None
-        text = render_chat(messages, tools)
-        bare = without_tools(text) if is_agentic(messages, tools) else text
-        chars = len(text) if profile.workload.prompt_renders_tools else len(bare)
-        out.append(PromptCount(req.prompt_set, int(real), chars, len(text)))
+        text = render_chat(messages, list(req.tools) if req.tools else None)
+        counted = text if profile.workload.prompt_renders_tools else render_message_text(messages)
+        out.append(PromptCount(
+            req.prompt_set, int(real), pre_tokenizer_pieces(counted), len(counted), len(text)))
     return out
 
 
-def fit_chars_per_token(counts: Sequence[PromptCount]) -> float:
-    """Characters over tokens summed over every row (each request the server saw counts)."""
-    return sum(c.chars for c in counts) / sum(c.real_tokens for c in counts)
+def fit_tokens_per_piece(counts: Sequence[PromptCount]) -> float:
+    """Tokens over pieces summed over every row (each request the server saw counts)."""
+    return sum(c.real_tokens for c in counts) / sum(c.pieces for c in counts)
 
 
-def print_prompt_table(counts: Sequence[PromptCount], chars_per_token: float) -> None:
+def print_prompt_table(counts: Sequence[PromptCount], tokens_per_piece: float) -> None:
     print("\nprompt tokens per request row: the real server's count vs the simulator's")
     print(
-        f"{'set':8s} {'rows':>5s} {'real':>7s} {'sim now':>7s} {'gap':>7s} "
-        f"{'chars/4 +tools':>14s}"
+        f"{'set':8s} {'rows':>5s} {'real':>7s} {'sim':>7s} {'gap':>7s} {'row p10':>7s} "
+        f"{'row p90':>7s} {'chars p10':>9s} {'chars p90':>9s} {'chars/4 +tools':>14s}"
     )
     by_set: dict[str, list[PromptCount]] = defaultdict(list)
     for c in counts:
         by_set[c.prompt_set].append(c)
     for name, cs in sorted(by_set.items()):
         real = statistics.fmean(c.real_tokens for c in cs)
-        sim = statistics.fmean(max(1, math.ceil(c.chars / chars_per_token)) for c in cs)
+        sims = [max(1, math.ceil(c.pieces * tokens_per_piece)) for c in cs]
+        # Per row, sim over real; the characters at the ratio that fits these rows as a whole.
+        row = np.quantile([s / c.real_tokens for s, c in zip(sims, cs, strict=True)], [0.1, 0.9])
+        chars_per_token = sum(c.chars for c in cs) / sum(c.real_tokens for c in cs)
+        by_chars = np.quantile(
+            [c.chars / chars_per_token / c.real_tokens for c in cs], [0.1, 0.9])
         generic = statistics.fmean(math.ceil(c.rendered_chars / 4) for c in cs)
         print(
-            f"{name:8s} {len(cs):5d} {real:7.0f} {sim:7.0f} {100 * (sim / real - 1):+6.1f}% "
-            f"{generic:14.0f}"
+            f"{name:8s} {len(cs):5d} {real:7.0f} {statistics.fmean(sims):7.0f} "
+            f"{100 * (statistics.fmean(sims) / real - 1):+6.1f}% {row[0]:7.2f} {row[1]:7.2f} "
+            f"{by_chars[0]:9.2f} {by_chars[1]:9.2f} {generic:14.0f}"
         )
 
 
@@ -632,7 +638,7 @@ SPEC_PREFILL_PARAM = Param("overheads", "o_spec_prefill_per_running_req_ms", 0.0
 SPEC_PREFILL_MIN_BATCH = 16
 # fit_step_prefills: forwards extending fewer new tokens per sequence than this.
 STEP_PREFILL_MAX_NEW = 1000
-PROMPT_PARAM = Param("workload", "prompt_chars_per_token", 1.0, 10.0)
+PROMPT_PARAM = Param("workload", "prompt_tokens_per_piece", 0.1, 10.0)
 FIRST_TOKEN_PARAMS = (
     Param("frontend", "request_ms", 0.0, 1000.0),
     Param("frontend", "prompt_token_us", 0.0, 1000.0),
@@ -868,7 +874,7 @@ def main(argv: list[str] | None = None) -> int:
             fitted, (SPEC_PREFILL_PARAM,), (get_value(start, SPEC_PREFILL_PARAM),))
     counts = prompt_counts(args.run_dir, start)
     if counts:
-        fitted = with_values(fitted, (PROMPT_PARAM,), (fit_chars_per_token(counts),))
+        fitted = with_values(fitted, (PROMPT_PARAM,), (fit_tokens_per_piece(counts),))
         params = (*params, PROMPT_PARAM)
     values = [rounded(get_value(fitted, p)) for p in params]
     fitted = with_values(fitted, params, values)
@@ -889,7 +895,7 @@ def main(argv: list[str] | None = None) -> int:
         print_output_hold_table(args.run_dir, WINDOW_S)
         print_output_flow_table([args.run_dir, *args.flow_of], WINDOW_S)
     if counts:
-        print_prompt_table(counts, fitted.workload.prompt_chars_per_token)
+        print_prompt_table(counts, fitted.workload.prompt_tokens_per_piece)
     print("\nfitted parameters (3 significant digits):")
     for p, v in zip(params, values, strict=True):
         tied = f"  (also [{', '.join(p.tied)}])" if p.tied else ""

@@ -368,12 +368,15 @@ class SimServer:
         sampling: dict[str, Any],
         stream: bool,
         prompt_tokens: int | None = None,
+        messages: list[dict[str, Any]] | None = None,
     ) -> SimRequest:
         """Check a request as SGLang does (context length, then the sampling values, then
         the scheduler's input limit), then queue it. `sampling` uses SGLang's names; without
         a `max_new_tokens` key (a `/generate` body without one) the context check has no
         output budget to add and generation stops at SGLang's default of 128 tokens."""
-        traits = self.traits.traits(text, agentic=agentic, prompt_tokens=prompt_tokens)
+        traits = self.traits.traits(
+            text, agentic=agentic, prompt_tokens=prompt_tokens, messages=messages
+        )
         s, sch = self.settings, self.scheduler
         n_prompt, max_new = fit_context(traits.prompt_tokens, sampling.get("max_new_tokens"), s)
         if "max_new_tokens" in sampling:

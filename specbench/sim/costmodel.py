@@ -234,12 +234,14 @@ class Workload:
     alpha_min: float
     alpha_max: float
     rules: tuple[AcceptanceRule, ...] = ()
-    # How the served model counts prompt tokens (workload.py): characters per token of the
-    # simulator's rendering, and whether its chat template renders the request's tool schemas.
-    # The defaults are the simulator's generic count (4, tools rendered); a profile fitted to a
-    # real server sets them from the prompt_tokens that server reported.
+    # How the served model counts prompt tokens (workload.py): whether its chat template renders
+    # the tool schemas and tool-call JSON (false: each message's text only), and characters per
+    # token, or tokens per pre-tokenizer piece where that is set (> 0). The defaults are the
+    # simulator's generic count (4 characters, tools rendered); a profile fitted to a real
+    # server sets them from the prompt_tokens that server reported.
     prompt_chars_per_token: float = 4.0
     prompt_renders_tools: bool = True
+    prompt_tokens_per_piece: float = 0.0
     # A draft whose hits do not depend on the prompt (benchmarks/gpu/constructed_draft_hits.py):
     # bit k (hex, most significant bit first) is 1 where its proposal for output token k+1 is
     # right, the same for every request. Empty: each request draws its own hits with alpha.

@@ -65,6 +65,7 @@ class _Prompt:
     agentic: bool
     sampling: dict[str, Any]
     prompt_tokens: int | None = None  # given when the prompt is token ids
+    messages: list[dict[str, Any]] | None = None  # a chat request's, for the token count
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,9 @@ def _chat_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
         )
     if tool_choice == "none":
         tools = None
-    return _Prompt(render_chat(messages, tools), is_agentic(messages, tools), sampling)
+    return _Prompt(
+        render_chat(messages, tools), is_agentic(messages, tools), sampling, messages=messages
+    )
 
 
 def _completion_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
@@ -192,6 +195,7 @@ class OpenAIApi:
                 sampling=prompt.sampling,
                 stream=stream,
                 prompt_tokens=prompt.prompt_tokens,
+                messages=prompt.messages,
             )
         except InputTooLong as exc:
             if not stream:

@@ -25,9 +25,9 @@ def bucketed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     tmp_path = tmp_path_factory.mktemp("ctx")
     port = free_port()
-    # The Triton profile counts as the real H200 server did: 3.58 characters per token, and
-    # no tool schemas (its template dropped them). The buckets are aimed from a 4-character
-    # estimate with the schemas, so landing in them is not by construction.
+    # The Triton profile counts as the real H200 server did: pre-tokenizer pieces of each
+    # message's text (its template drops tool schemas and tool calls). The buckets are aimed
+    # from a 4-character estimate with the schemas, so landing in them is not by construction.
     proc = sweep_cli(tmp_path, port, "--context-lengths", "4k,12k", "--prompts", "coding,agentic",
                      "--modes", "baseline,eagle3,zero-step",
                      "--concurrency", ",".join(map(str, LEVELS)),

@@ -587,3 +587,32 @@ def test_non_stream_client_timeout_frees_the_slot(base: SimProc) -> None:
         assert time.monotonic() < deadline, "the abandoned request is still running"
         time.sleep(0.05)
     assert "Traceback" not in base.log
+
+
+def test_a_profile_that_renders_message_text_counts_no_tool_call_json(start_sim) -> None:  # type: ignore[no-untyped-def]
+    # The Triton profile's server (a plain template) counted each message's text only: the
+    # usage the simulator reports for a chat request with a tool call follows that text.
+    from specbench.sim.costmodel import load_profile
+    from specbench.sim.workload import count_pieces, render_chat, render_message_text
+
+    name = "llama-3.1-8b-1xh200-triton"
+    per_piece = load_profile(name).workload.prompt_tokens_per_piece
+    sim: SimProc = start_sim("--sim-profile", name, "--skip-server-warmup")
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "src/app/main.py"}' * 20}}
+    messages = [
+        {"role": "user", "content": "Fix the failing test in tests/test_main.py."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "def main():\n    return 1\n"},
+    ]
+    body = {"model": "m", "messages": messages, "max_tokens": 1}
+
+    async def go() -> dict[str, Any]:
+        async with (aiohttp.ClientSession() as session,
+                    session.post(sim.url + "/v1/chat/completions", json=body) as resp):
+            assert resp.status == 200
+            return dict(await resp.json())
+
+    usage = asyncio.run(go())["usage"]
+    assert usage["prompt_tokens"] == count_pieces(render_message_text(messages), per_piece)
+    assert usage["prompt_tokens"] < count_pieces(render_chat(messages, None), per_piece) - 100

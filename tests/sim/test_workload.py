@@ -133,20 +133,37 @@ def test_filler_json_is_the_escaped_filler_text(start: int, stop: int) -> None:
         assert json.loads(filler_json(seed, start, stop)) == filler_text(seed, start, stop)
 
 
-def test_a_profile_can_count_prompt_tokens_without_the_tool_schemas() -> None:
+def test_a_profile_can_count_prompt_tokens_without_the_tool_schemas_and_calls() -> None:
     import dataclasses
 
-    from specbench.sim.workload import without_tools
-
-    messages = [{"role": "user", "content": "x" * 400}]
+    messages = [
+        {"role": "user", "content": "x" * 400},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
     tools = [{"type": "function", "function": {"name": "f", "description": "y\n" * 300}}]
     text = render_chat(messages, tools)
-    assert without_tools(text) == render_chat(messages, None)
     default = load_profile().workload
     generic = TraitModel(default, seed=0)
-    assert generic.traits(text, agentic=True).prompt_tokens == count_tokens(text)
+    assert generic.traits(text, agentic=True, messages=messages).prompt_tokens == count_tokens(
+        text)
     plain = dataclasses.replace(default, prompt_chars_per_token=2.0, prompt_renders_tools=False)
-    counted = TraitModel(plain, seed=0).traits(text, agentic=True)
-    assert counted.prompt_tokens == -(-len(render_chat(messages, None)) // 2)
+    counted = TraitModel(plain, seed=0).traits(text, agentic=True, messages=messages)
+    message_text = "<|user|>\n" + "x" * 400 + "\n<|assistant|>\n\n<|tool|>\nok\n<|assistant|>\n"
+    assert counted.prompt_tokens == -(-len(message_text) // 2)
     # Only the count changes: the same prompt keeps its output length and acceptance.
     assert counted.alpha == generic.traits(text, agentic=True).alpha
+
+
+def test_pieces_are_words_numbers_symbol_runs_and_whitespace() -> None:
+    from specbench.sim.workload import count_pieces, pre_tokenizer_pieces
+
+    # GPT-2's split: a space joins the piece after it, so a run of spaces keeps all but one;
+    # "\n   " (a break and an indent) counts two: def, " f", "(", "x", "):", 2, " return",
+    # " x", " +", " 10".
+    assert pre_tokenizer_pieces("def f(x):\n    return x + 10") == 11
+    assert pre_tokenizer_pieces("it's 2026") == 3  # "it", "'s", " 2026"
+    assert count_pieces("a b c d", 1.5) == 6
+    assert count_pieces("", 1.07) == 1
+
