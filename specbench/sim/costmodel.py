@@ -263,12 +263,14 @@ class Frontend:
     ``prompt_token_us`` per prompt token it tokenizes (none for a prompt given as token ids),
     in model time. 0 and 0 (the default) is no stage: requests reach the scheduler at once.
     ``holds_output``: the same process streams every response, so while it works through the
-    requests that arrived together it writes no output (frontend.py).
+    requests that arrived together it writes no output (frontend.py); ``round_max_requests``
+    (0: no limit) lets the output through after at most that many requests.
     """
 
     request_ms: float = 0.0
     prompt_token_us: float = 0.0
     holds_output: bool = False
+    round_max_requests: int = 0
 
     @property
     def enabled(self) -> bool:

@@ -9,9 +9,12 @@ the one worker that serves them, first come first served, and hands each request
 scheduler when its service ends.
 
 The same process writes every response. Its event loop takes ready work in order, so the
-requests that arrived together are all tokenized before it turns to the outputs again: with
-``holds_output`` the worker serves in rounds (the requests waiting when a round starts), and a
-stream with new tokens writes them only once the round in progress ends. The tokens were made
+requests that arrived together are tokenized before it turns to the outputs again: with
+``holds_output`` the worker serves in rounds (the requests waiting when a round starts, at most
+``round_max_requests`` of them), and a stream with new tokens writes them only once the round in
+progress ends. The limit is SGLang's output loop: it hands the event loop back after every
+``--batch-notify-size`` streams it wakes (16 by default), so the waiting requests and the
+outputs take turns, and first tokens come out in groups of about that size. The tokens were made
 on time and reach the client late, together; that is what SGLang 0.5.17 showed under bursts of
 agentic requests (benchmarks/README.md, "Simulator against the real H200"), whose chat adapter
 renders and tokenizes on the event loop (0.5.23 moved that work to a worker thread).
@@ -92,7 +95,8 @@ class FrontendStage:
                 continue
             self._idle.clear()
             self.stats.rounds += 1
-            for _ in range(len(self._queue)):
+            limit = self.frontend.round_max_requests or len(self._queue)
+            for _ in range(min(limit, len(self._queue))):
                 await self._serve_head()
             # Streams held by the round write now, before the next round can start.
             self._idle.set()

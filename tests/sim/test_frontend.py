@@ -187,6 +187,39 @@ def test_a_held_stream_writes_nothing_while_a_burst_is_tokenized(start_sim, tmp_
     assert ordered[0] > 0.6 * service_s
 
 
+def test_a_round_lets_the_output_through_after_its_request_limit(start_sim, tmp_path) -> None:
+    cap, burst = 3, 12
+    table = (
+        f"[frontend]\nrequest_ms = {REQUEST_MS}\nprompt_token_us = {PROMPT_TOKEN_US}\n"
+        f"holds_output = true\nround_max_requests = {cap}\n"
+    )
+    sim = start_sim(*_flags(_profile_with(tmp_path, table)))
+
+    async def go() -> tuple[list[float], list[float]]:
+        async with aiohttp.ClientSession() as session:
+            long = {**_body(), "max_tokens": 3000, "ignore_eos": True}
+            long["messages"] = [{"role": "user", "content": "x"}]
+            running = asyncio.create_task(sse(session, sim.url + "/v1/chat/completions", long))
+            await asyncio.sleep(0.2)
+            sent = time.monotonic()
+            users = [sse(session, sim.url + "/v1/chat/completions", _body()) for _ in range(burst)]
+            results = await asyncio.gather(*users)
+            _, events = await running
+            gaps = [b.t - a.t for a, b in itertools.pairwise(events) if a.t > sent]
+            return gaps, [ev[0].t - sent for _, ev in results]
+
+    gaps, first_tokens = asyncio.run(go())
+    service_s = _service_real_s(1000)
+    # The running stream waits for at most one round of `cap` requests (a whole burst
+    # without the limit, as above)...
+    assert max(gaps) < (cap + 1.5) * service_s
+    # ...and the burst's first tokens come out in rounds: at least burst / cap groups a
+    # service or more apart.
+    ordered = sorted(first_tokens)
+    steps = [b - a for a, b in itertools.pairwise(ordered)]
+    assert sum(step > 0.5 * service_s for step in steps) >= burst // cap - 1
+
+
 def test_without_a_frontend_table_requests_go_straight_to_the_scheduler(start_sim) -> None:
     sim = start_sim(*_flags("llama-3.1-8b-1xh200"))
     loop = closed_loop(sim, run_s=1.5)
