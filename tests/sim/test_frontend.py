@@ -151,13 +151,16 @@ def test_requests_waiting_in_the_stage_are_not_in_the_scheduler_queue(
     assert max(q for _, q in seen) == 0  # ...and SGLang's queue gauge never saw it
 
 
-def test_a_held_stream_writes_nothing_while_a_burst_is_tokenized(start_sim, tmp_path) -> None:
+def _burst_beside_a_long_stream(
+    start_sim, tmp_path, burst: int, extra: str = ""
+) -> tuple[list[float], list[float]]:
+    """A holding frontend: a long stream runs, then `burst` requests arrive at once. The long
+    stream's gaps after the burst was sent, and each burst request's first token after it."""
     table = (
         f"[frontend]\nrequest_ms = {REQUEST_MS}\nprompt_token_us = {PROMPT_TOKEN_US}\n"
-        "holds_output = true\n"
+        f"holds_output = true\n{extra}"
     )
     sim = start_sim(*_flags(_profile_with(tmp_path, table)))
-    burst = 8
 
     async def go() -> tuple[list[float], list[float]]:
         async with aiohttp.ClientSession() as session:
@@ -172,7 +175,12 @@ def test_a_held_stream_writes_nothing_while_a_burst_is_tokenized(start_sim, tmp_
             gaps = [b.t - a.t for a, b in itertools.pairwise(events) if a.t > sent]
             return gaps, [ev[0].t - sent for _, ev in results]
 
-    gaps, first_tokens = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_a_held_stream_writes_nothing_while_a_burst_is_tokenized(start_sim, tmp_path) -> None:
+    burst = 8
+    gaps, first_tokens = _burst_beside_a_long_stream(start_sim, tmp_path, burst)
     service_s = _service_real_s(1000)
     # The worker serves in rounds: the requests waiting when a round starts. The burst makes
     # at most two (a first arrival may start one alone), the larger of >= burst/2 requests.
@@ -189,26 +197,8 @@ def test_a_held_stream_writes_nothing_while_a_burst_is_tokenized(start_sim, tmp_
 
 def test_a_round_lets_the_output_through_after_its_request_limit(start_sim, tmp_path) -> None:
     cap, burst = 3, 12
-    table = (
-        f"[frontend]\nrequest_ms = {REQUEST_MS}\nprompt_token_us = {PROMPT_TOKEN_US}\n"
-        f"holds_output = true\nround_max_requests = {cap}\n"
-    )
-    sim = start_sim(*_flags(_profile_with(tmp_path, table)))
-
-    async def go() -> tuple[list[float], list[float]]:
-        async with aiohttp.ClientSession() as session:
-            long = {**_body(), "max_tokens": 3000, "ignore_eos": True}
-            long["messages"] = [{"role": "user", "content": "x"}]
-            running = asyncio.create_task(sse(session, sim.url + "/v1/chat/completions", long))
-            await asyncio.sleep(0.2)
-            sent = time.monotonic()
-            users = [sse(session, sim.url + "/v1/chat/completions", _body()) for _ in range(burst)]
-            results = await asyncio.gather(*users)
-            _, events = await running
-            gaps = [b.t - a.t for a, b in itertools.pairwise(events) if a.t > sent]
-            return gaps, [ev[0].t - sent for _, ev in results]
-
-    gaps, first_tokens = asyncio.run(go())
+    gaps, first_tokens = _burst_beside_a_long_stream(
+        start_sim, tmp_path, burst, f"round_max_requests = {cap}\n")
     service_s = _service_real_s(1000)
     # The running stream waits for at most one round of `cap` requests (a whole burst
     # without the limit, as above)...
