@@ -553,6 +553,16 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
             "with benchmarks/gpu/constructed_draft_hits.py"
         )
     workload = replace(workload, draft_hits_hex=hits)
+    frontend = _build(Frontend, _optional_section(data, "frontend", path), "frontend", path)
+    # Zero turns a count off; a negative one would count nothing (or serve no request).
+    for where, key, value in (
+        ("workload", "prompt_tokens_per_piece", workload.prompt_tokens_per_piece),
+        ("frontend", "round_max_requests", frontend.round_max_requests),
+    ):
+        if value < 0:
+            raise ProfileError(
+                f"sim profile {path}: [{where}] {key} is {value}; give 0 (off) or more"
+            )
     # A mixture-of-experts target gives [target_moe] instead of [target_linear].
     target_linear: LinearModel | MoeLinearModel
     if "target_moe" in data:
@@ -600,7 +610,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         overheads=_build(Overheads, _section(data, "overheads", path), "overheads", path),
         memory=_build(Memory, _section(data, "memory", path), "memory", path),
         workload=workload,
-        frontend=_build(Frontend, _optional_section(data, "frontend", path), "frontend", path),
+        frontend=frontend,
         scheduling=_build(
             Scheduling, _optional_section(data, "scheduler", path), "scheduler", path
         ),

@@ -118,6 +118,16 @@ TOKEN_ID_BASE = 1000  # filler token i has id TOKEN_ID_BASE + vocabulary index
 del _rng
 
 
+def _message_text(message: dict[str, Any]) -> str:
+    """A message's content as text (OpenAI content parts joined); "" for none."""
+    content = message.get("content")
+    if isinstance(content, list):  # OpenAI content parts
+        content = "".join(
+            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
+        )
+    return str(content or "")
+
+
 def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
     """A deterministic text rendering of a chat request (stands in for the chat template)."""
     parts: list[str] = []
@@ -128,12 +138,7 @@ def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
         )
     for message in messages:
         role = str(message.get("role", "user"))
-        content = message.get("content")
-        if isinstance(content, list):  # OpenAI content parts
-            content = "".join(
-                str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
-            )
-        parts.append(f"<|{role}|>\n{content or ''}")
+        parts.append(f"<|{role}|>\n{_message_text(message)}")
         tool_calls = message.get("tool_calls")
         if tool_calls:
             parts.append(json.dumps(tool_calls, sort_keys=True, separators=(",", ":")))
@@ -152,16 +157,8 @@ def is_agentic(messages: list[dict[str, Any]], tools: list[Any] | None) -> bool:
 def render_message_text(messages: list[dict[str, Any]]) -> str:
     """`render_chat` as a template that renders each message's text only would: no tool
     schemas, no tool-call JSON (what `prompt_renders_tools = false` counts)."""
-    parts: list[str] = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(
-                str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content
-            )
-        parts.append(f"<|{message.get('role', 'user')}|>\n{content or ''}\n")
-    parts.append("<|assistant|>\n")
-    return "".join(parts)
+    parts = [f"<|{m.get('role', 'user')}|>\n{_message_text(m)}\n" for m in messages]
+    return "".join(parts) + "<|assistant|>\n"
 
 
 def count_tokens(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:

@@ -188,3 +188,14 @@ def test_a_draft_hits_sequence_that_is_not_hexadecimal_is_refused(tmp_path: Path
     good = tmp_path / "good.toml"
     good.write_text(src.replace("[acceptance]\n", '[acceptance]\ndraft_hits_hex = "f0"\n'))
     assert load_profile(str(good)).workload.draft_hits == "11110000"
+
+
+@pytest.mark.parametrize("key", ["prompt_tokens_per_piece", "round_max_requests"])
+def test_a_negative_count_setting_is_refused(tmp_path: Path, key: str) -> None:
+    import re
+
+    src = Path(load_profile("llama-3.1-8b-1xh200-triton").source_path).read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(re.sub(rf"^{key} = .*$", f"{key} = -1", src, count=1, flags=re.M))
+    with pytest.raises(ProfileError, match=f"{key} is -1; give 0"):
+        load_profile(str(bad))
