@@ -11,10 +11,11 @@ prompt set and decision (c*: EAGLE-3 over the baseline; T: EAGLE-3 over its zero
 - how many adaptive intervals contain the dense plan's median decision over the seeds.
 
 Targets (issue 26): adaptive GPU-seconds <= 50% of dense; >= 8 of 10 seeds inside; >= 80%
-containment. One seed pair takes about 5 minutes on the 2-core machine (dense 3.3, adaptive
-about 1.5). Also printed: points and launches per run, and the GPU-seconds again with every
-launch charged `--launch-gpu-s` (a real server's load; the simulator's takes half a second),
-since the adaptive plan relaunches servers for each round of bisection.
+containment. One seed pair takes about 6 minutes on the 2-core machine (dense 3.5, adaptive
+about 2.5); a dense run already in --out is read, not run again. Also printed: points and
+launches per run, the GPU-seconds again with every launch charged `--launch-gpu-s` (a real
+server's load; the simulator's takes half a second), since the adaptive plan launches servers
+for its rounds, and the launch cost at which the two plans break even.
 
 `--control-out DIR` runs each seed's dense sweep a second time and prints the same table for
 dense against dense: two runs that measure the same levels agree only as often as their noise
@@ -140,7 +141,7 @@ def main() -> int:
             print(f"seed {seed} {plan}: {gpu_s(dirs[plan]):.0f} GPU-s", flush=True)
         if len(dirs) == 2:
             pairs.append((seed, {p: (gpu_s(d), decisions(d), gpu_s(d, args.launch_gpu_s),
-                                     counts(d)) for p, d in dirs.items()}))
+                                     counts(d), gpu_s(d, 0.0)) for p, d in dirs.items()}))
     if not pairs:
         print("no finished pairs")
         return 1
@@ -160,6 +161,15 @@ def main() -> int:
     real_adaptive = statistics.median(p["adaptive"][2] for _, p in pairs)
     print(f"with each launch charged {args.launch_gpu_s:g} GPU-s (a real one): dense "
           f"{real_dense:.0f}, adaptive {real_adaptive:.0f} ({real_adaptive / real_dense:.0%})")
+    # The launch cost at which the two plans cost the same: points saved / launches added.
+    points_s = {plan: statistics.median(p[plan][4] for _, p in pairs)
+                for plan in ("dense", "adaptive")}
+    launches_n = {plan: statistics.median(p[plan][3][1] for _, p in pairs)
+                  for plan in ("dense", "adaptive")}
+    extra = launches_n["adaptive"] - launches_n["dense"]
+    if extra > 0:
+        print(f"break-even launch: {(points_s['dense'] - points_s['adaptive']) / extra:.0f} "
+              "GPU-s (the adaptive plan costs less on a GPU whose launches take less)")
     failed = adaptive_s > 0.5 * dense_s
     dense_runs = [p["dense"][1] for _, p in pairs]
     failed |= not agreement_table(dense_runs, [p["adaptive"][1] for _, p in pairs], "adaptive")

@@ -276,10 +276,12 @@ class SweepConfig(_Section):
         parse="threshold",
         ge=1,
     )
-    plan: Literal["dense", "adaptive"] = option(
-        "dense",
-        "dense: every level on every server; adaptive: the grid's middle level, then one level "
-        "per decision and round, bisecting its crossing on its two servers (run/adaptive.py)",
+    plan: Literal["auto", "dense", "adaptive"] = option(
+        "auto",
+        "adaptive: the grid's middle level, then one level per decision and round, bisecting "
+        "its crossing on its two servers, T after c* (run/adaptive.py); dense: every level on "
+        "every server; auto (default): adaptive for the default grid, one server at a time, "
+        "with a decision's two servers in --modes and no tuned server, dense otherwise",
         cli="--plan",
     )
     budget_gpu_min: float | None = option(
@@ -409,6 +411,8 @@ class SweepConfig(_Section):
 
     @model_validator(mode="after")
     def _adaptive_on_one_node(self) -> SweepConfig:
+        if self.plan == "auto":  # chosen by resolve(): auto_plan
+            return self
         if self.plan != "adaptive":
             if self.budget_gpu_min is not None:
                 raise ConfigError("--budget-gpu-min limits the adaptive plan's extra levels; "
@@ -586,6 +590,8 @@ def resolve(
     layers = merge(layers, cli_values)
     if stored is None:
         cfg = build(layers)
+        if cfg.plan == "auto":
+            cfg = build(merge(layers, {"plan": auto_plan(cfg, "concurrency" in layers)}))
         validate(cfg)
         return cfg
     old = from_dict(stored)
@@ -599,6 +605,18 @@ def resolve(
             "drop that option or start a new run"
         )
     return wanted
+
+
+def auto_plan(cfg: SweepConfig, grid_given: bool) -> Literal["dense", "adaptive"]:
+    """What `--plan auto` runs. Adaptive (benchmarks/README.md, adaptive_plan.py: 47% of the
+    dense grid's GPU-seconds for the same decisions) where it can run: the default grid
+    (levels someone listed are measured), one server at a time, a decision's two servers in
+    the modes and no tuned server (its schedule needs every K at every level)."""
+    one_at_a_time = cfg.executor != "ray" and len(cfg.gpu_slots()) <= 1 and not cfg.only_config
+    paired = any(set(pair) <= set(cfg.modes) for pair in configurations.DECISION_PAIRS.values())
+    if grid_given or not one_at_a_time or not paired or "tuned" in cfg.modes:
+        return "dense"
+    return "adaptive"
 
 
 def validate(cfg: SweepConfig) -> None:

@@ -37,6 +37,10 @@ Adaptive = Literal["threshold", "default", "schedule"]
 # The default sweep: both static curves, the zero-step curve the dynamic server switches to,
 # and the dynamic server at the one-server threshold (where EAGLE-3 meets zero-step).
 DEFAULT_NAMES: tuple[str, ...] = ("baseline", "eagle3", "zero-step", "dynamic")
+# The two decisions and the servers each compares: c*, EAGLE-3 against the plain server; T,
+# EAGLE-3 against its own zero-step path (the adaptive plan bisects each on its pair).
+DECISION_PAIRS: dict[str, tuple[str, str]] = {"c*": ("eagle3", "baseline"),
+                                              "T": ("eagle3", "zero-step")}
 # `specbench tune`: the static curves the schedule is picked from, SGLang's default, the schedule.
 TUNE_NAMES: tuple[str, ...] = (
     "baseline",

@@ -5,27 +5,36 @@ the points at high concurrency cost the most (the warmup waits for c first reque
 decision compares two servers (c*: EAGLE-3 against the baseline; T: EAGLE-3 against its
 zero-step path), so the plan bisects each one on its own pair:
 
-1. every static server measures the grid's middle level (:func:`start_level`);
+1. the first decision's two servers measure the grid's middle level (:func:`first_levels`);
 2. after each analysis, each decision whose crossing is not yet bracketed by adjacent grid
    levels gets one more level, the middle of its bracket in grid steps (:func:`next_level`),
    measured on its two servers only; a curve that does not cross in what was measured is
    bracketed by the edge of the grid;
-3. a bracketed crossing whose 95% interval reaches a bracket level gets the grid level beyond
+3. T waits for c*'s bracket and starts above it: the zero-step path is the plain model plus a
+   draft it does not run, so EAGLE-3 beats it wherever EAGLE-3 beats the plain server (on the
+   H200 the zero-step path made 0.16-0.53 of the plain server's tok/s). That level only
+   steers the search: T's bracket ends on levels both its servers measured;
+4. a bracketed crossing whose 95% interval reaches a bracket level gets the grid level beyond
    it, so the interval is not cut at the edge of what its pair measured;
-4. the rounds end when nothing is left to place (about log2 of the grid's size rounds) or
-   `--budget-gpu-min` is spent.
+5. the rounds end when nothing is left to place or `--budget-gpu-min` is spent. The server
+   that measured last in a round stays up and measures first in the next (on a GPU a launch
+   costs more than a point).
 
-The levels placed are recorded per server and prompt set in the manifest (`refined`), so
-`--resume` measures the same ones. The dynamic and tuned servers then follow from the
-thresholds as in a dense run, at every level placed for their prompt set.
+Every point has the dense grid's window: a longer one at the levels a crossing is read from
+measured other prompts and moved c* (benchmarks/README.md). The levels placed are recorded per
+server and prompt set in the manifest (`refined`), so `--resume` measures the same ones. The dynamic
+and tuned servers then follow from the thresholds as in a dense run, at every level placed
+for their prompt set.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specbench.configurations import DECISION_PAIRS
 from specbench.results.manifest import gpu_time
 
 if TYPE_CHECKING:
@@ -33,9 +42,9 @@ if TYPE_CHECKING:
     from specbench.run.progress import SweepProgress
     from specbench.run.sweep import Sweep
 
-# A safety stop for rounds: bisection of a 9-level grid needs 4; a point that keeps failing
-# would otherwise be placed again every round.
-MAX_ROUNDS = 8
+# A safety stop for rounds: bisection of a 9-level grid needs 4, T after c* about 7; a point
+# that keeps failing would otherwise be placed again every round.
+MAX_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -47,8 +56,9 @@ class Decision:
     servers: tuple[str, str]
 
 
-DECISIONS = (Decision("c*", "plain_server", ("eagle3", "baseline")),
-             Decision("T", "one_server", ("eagle3", "zero-step")))
+C_STAR = Decision("c*", "plain_server", DECISION_PAIRS["c*"])
+T = Decision("T", "one_server", DECISION_PAIRS["T"])
+DECISIONS = (C_STAR, T)
 
 
 def start_level(grid: Sequence[int]) -> int:
@@ -62,29 +72,60 @@ def refined_key(config_name: str, prompt_set: str) -> str:
     return f"{config_name}/{prompt_set}"
 
 
-def placed_levels(refined: Mapping[str, list[int]], grid: Sequence[int], config_name: str,
+def _add(levels: dict[str, list[int]], server: str, prompt_set: str, level: int) -> None:
+    key = refined_key(server, prompt_set)
+    levels[key] = sorted({*levels.get(key, []), level})
+
+
+def first_levels(refined: dict[str, list[int]], grid: Sequence[int], names: Iterable[str],
+                 servers: Iterable[str]) -> None:
+    """Place the start level on the first decision's servers (c*, or T without a baseline;
+    every server when no decision's pair is in the sweep), unless a round placed levels
+    already (a resumed run)."""
+    if refined:
+        return
+    present = list(servers)
+    pair = next((d.servers for d in DECISIONS if set(d.servers) <= set(present)), present)
+    for name in names:
+        for server in pair:
+            _add(refined, server, name, start_level(grid))
+
+
+def placed_levels(refined: Mapping[str, list[int]], config_name: str,
                   prompt_set: str) -> list[int]:
-    """The levels the plan measures `config_name` at for `prompt_set`: the start level and the
-    ones placed for it; a server no decision compares (dynamic, tuned) gets every level
-    placed for the set, so its efficiency has both static curves at each."""
+    """The levels the plan measures `config_name` at for `prompt_set`; a server no decision
+    compares (dynamic, tuned) gets every level placed for the set, so its efficiency has both
+    static curves at each."""
     paired = {s for d in DECISIONS for s in d.servers}
     if config_name in paired:
-        placed = refined.get(refined_key(config_name, prompt_set), [])
-    else:
-        placed = [c for s in paired for c in refined.get(refined_key(s, prompt_set), [])]
-    return sorted({start_level(grid), *placed})
+        return sorted(refined.get(refined_key(config_name, prompt_set), []))
+    return sorted({c for s in paired for c in refined.get(refined_key(s, prompt_set), [])})
+
+
+def estimated_points(grid: Sequence[int], n_sets: int, servers: Iterable[str]) -> int:
+    """About how many points a run places, for the dry run: bisection takes about log2 of the
+    grid's levels per decision, each on its two servers; a server no decision compares is
+    measured at the levels placed and around its threshold (the default grid's 9 levels: 24
+    here, 19 measured over 10 seeds of benchmarks/adaptive_plan.py)."""
+    depth = max(1, math.ceil(math.log2(len(set(grid)))))
+    present = set(servers)
+    paired = {s for d in DECISIONS if set(d.servers) <= present for s in d.servers}
+    return n_sets * (len(paired) * depth + len(present - paired) * (depth + 1))
 
 
 def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
-               crossing_c: float | None,
-               interval: Sequence[float] | None = None) -> int | None:
+               crossing_c: float | None, interval: Sequence[float] | None = None,
+               floor: int | None = None) -> int | None:
     """The level to measure next for one decision, or None when it needs no more.
 
     `shared` are the levels both its servers measured, `outcome` and `crossing_c` what the
     analysis made of them. The bracket is the two measured levels around the crossing, or the
     measured edge and the grid's edge when the curve does not cross (EAGLE-3 ahead
-    everywhere: the crossing may be above; behind everywhere: below). The next level is the
-    bracket's middle in grid steps. Once adjacent levels bracket the crossing, a 95%
+    everywhere: the crossing may be above; behind everywhere: below); with nothing measured
+    yet, the whole grid. `floor` is a level the crossing is known to lie above without
+    measuring it there (T above c*'s bracket): it narrows the bracket for the search, and is
+    measured itself once it is the bracket's last open side. The next level is the bracket's
+    middle in grid steps. Once adjacent measured levels bracket the crossing, a 95%
     `interval` reaching one of them gets that side's next grid level too: bootstrap draws that
     cross beyond it are otherwise lost or spread over a wide segment, and the interval comes
     out cut at the measured edge. None once nothing is left to place.
@@ -92,8 +133,8 @@ def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
     levels = sorted(set(grid))
     done = sorted(levels.index(c) for c in set(shared) if c in levels)
     if not done:
-        return None
-    if outcome == "crossover" and crossing_c is not None:
+        low, high = -1, len(levels)
+    elif outcome == "crossover" and crossing_c is not None:
         low = max((i for i in done if levels[i] <= crossing_c), default=-1)
         high = min((i for i in done if levels[i] >= crossing_c), default=len(levels))
     elif outcome == "eagle3_always_wins":
@@ -102,9 +143,14 @@ def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
         low, high = -1, done[0]
     else:
         return None
+    hinted = floor is not None and floor in levels and low < levels.index(floor) < high
+    if floor is not None and hinted:
+        low = levels.index(floor)
     if high - low > 1:
         return levels[(low + high) // 2]
-    if outcome != "crossover" or not interval:
+    if hinted:
+        return levels[low]
+    if not done or outcome != "crossover" or not interval:
         return None
     beyond = []
     if low >= 1 and interval[0] <= levels[low]:
@@ -120,28 +166,43 @@ def _reading(entry: Mapping[str, Any], decision: Decision
     return found.get("outcome"), found.get("crossover_concurrency"), found.get("interval")
 
 
+def _winning_level(shared: Iterable[int], outcome: str | None,
+                   crossing_c: float | None) -> int | None:
+    """The highest level both servers measured where EAGLE-3 won (None: none known)."""
+    if outcome == "crossover" and crossing_c is not None:
+        return max((c for c in shared if c <= crossing_c), default=None)
+    if outcome == "eagle3_always_wins":
+        return max(shared, default=None)
+    return None
+
+
 def place(analysis: Mapping[str, Any], refined: dict[str, list[int]], grid: Sequence[int],
           names: Iterable[str], servers: Iterable[str]) -> list[str]:
     """One round: add each decision's next level to both its servers' levels in `refined`
-    (decisions whose servers are not all in `servers` are skipped); returns what was placed,
-    in words, empty when every decision is bracketed."""
+    (decisions whose servers are not all in `servers` are skipped; T waits while c* still
+    places levels); returns what was placed, in words, empty when all are bracketed."""
     present = set(servers)
     placed = []
     for name in names:
         entry = analysis.get("prompt_sets", {}).get(name) or {}
+        floor: int | None = None  # a level where EAGLE-3 beat the plain server
         for decision in DECISIONS:
             if not set(decision.servers) <= present:
                 continue
-            measured = [set(placed_levels(refined, grid, s, name)) for s in decision.servers]
+            shared = set.intersection(*(set(placed_levels(refined, s, name))
+                                        for s in decision.servers))
             outcome, crossing_c, interval = _reading(entry, decision)
-            level = next_level(grid, set.intersection(*measured), outcome, crossing_c, interval)
-            if level is None:
-                continue
-            for server in decision.servers:
-                key = refined_key(server, name)
-                refined[key] = sorted({*refined.get(key, []), level})
-            at = f" {crossing_c:.3g}" if crossing_c is not None else ""
-            placed.append(f"{name} {decision.name} c={level} ({outcome}{at})")
+            level = next_level(grid, shared, outcome, crossing_c, interval,
+                               floor if decision is T else None)
+            if level is not None:
+                for server in decision.servers:
+                    _add(refined, server, name, level)
+                at = f" {crossing_c:.3g}" if crossing_c is not None else ""
+                placed.append(f"{name} {decision.name} c={level} ({outcome}{at})")
+            if decision is C_STAR:
+                if level is not None:
+                    break  # T waits for c*'s bracket
+                floor = _winning_level(shared, outcome, crossing_c)
     return placed
 
 
@@ -162,4 +223,7 @@ def refine(sweep: Sweep, configs: list[ServerConfiguration], progress: SweepProg
             return
         manifest.save(sweep.run_dir)
         sweep.console.print("adaptive plan: next levels " + "; ".join(placed))
-        sweep.run_configurations(configs, progress)
+        # The server still up from the last round goes first: one launch fewer per round.
+        running = sweep.server.config.name if sweep.server else None
+        ordered = sorted(configs, key=lambda config: config.name != running)
+        sweep.run_configurations(ordered, progress, keep_last=True)

@@ -87,7 +87,9 @@ def execute(sweep: Sweep) -> None:
             ParallelRunner(sweep, slots).run(progress)
         elif cfg.plan == "adaptive":
             static = [c for c in cfg.configurations if not cfg.waits_for_analysis(c)]
-            sweep.run_configurations(static, progress)
+            adaptive.first_levels(sweep.manifest.refined, cfg.concurrency, sweep.sets,
+                                  [c.name for c in static])
+            sweep.run_configurations(static, progress, keep_last=True)
             adaptive.refine(sweep, static, progress)
             sweep.run_configurations(
                 [c for c in cfg.configurations if cfg.waits_for_analysis(c)], progress)

@@ -17,7 +17,7 @@ from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, make_engine
 from specbench.engines.base import adaptive_path
 from specbench.prompts import context
-from specbench.run.adaptive import start_level
+from specbench.run import adaptive
 
 
 def levels_for(
@@ -26,11 +26,10 @@ def levels_for(
     schedule: Schedule | None,
     refined: Sequence[int] = (),
 ) -> list[int]:
-    """The sweep's levels (the adaptive plan's start level and the levels it `refined` for this
-    server), plus a threshold server's levels around its threshold (T-1, T, T+1: batch sizes
-    just below, at and just above the switch)."""
-    grid = [start_level(cfg.concurrency)] if cfg.plan == "adaptive" else cfg.concurrency
-    levels = set(grid) | set(refined)
+    """The sweep's levels (in an adaptive run, the levels it `refined` for this server), plus
+    a threshold server's levels around its threshold (T-1, T, T+1: batch sizes just below, at
+    and just above the switch)."""
+    levels = set(refined) if cfg.plan == "adaptive" else set(cfg.concurrency)
     threshold = schedule.threshold if schedule else None
     if config.adaptive == "threshold" and threshold is not None and threshold > 1:
         from specbench import analysis
@@ -91,8 +90,13 @@ def _measured_sets(cfg: SweepConfig) -> tuple[str, ...]:
 def dry_run(cfg: SweepConfig, console: Console) -> None:
     """Print the server commands and the plan; launch nothing."""
     engine = make_engine(cfg)
-    console.print(f"[bold]specbench sweep plan[/] (engine {cfg.engine}, nothing launched)")
+    console.print(f"[bold]specbench sweep plan[/] (engine {cfg.engine}, {cfg.plan} plan, "
+                  "nothing launched)")
     sets = _measured_sets(cfg)
+    first: dict[str, list[int]] = {}  # the adaptive plan's start: its first round's levels
+    if cfg.plan == "adaptive":
+        static = [c.name for c in cfg.configurations if not cfg.waits_for_analysis(c)]
+        adaptive.first_levels(first, cfg.concurrency, sets, static)
     n_points = 0
     for config in cfg.configurations:
         schedule = _shown_schedule(config, cfg)
@@ -104,22 +108,30 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
                 + json.dumps(schedule.to_json()),
                 soft_wrap=True,
             )
-        levels = levels_for(config, cfg, schedule)
+        refined = adaptive.placed_levels(first, config.name, sets[0]) if sets else []
+        levels = levels_for(config, cfg, schedule, refined)
         n = len(levels) * len(sets) * cfg.load.repeats
         n_points += n
+        if not levels:
+            console.print("  no level before the adaptive plan places one")
+            continue
         console.print(
             f"  {n} points: prompt sets {','.join(sets)} x concurrency "
             f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
         )
+    about = ""
     if cfg.plan == "adaptive":
         budget = f", until {cfg.budget_gpu_min:g} GPU-min" if cfg.budget_gpu_min else ""
         console.print(
             "  adaptive plan: the middle level above first; then, after each analysis, one "
             "grid level per decision, the middle of its crossing's bracket, on the two servers "
-            "it compares (c*: baseline and eagle3; T: eagle3 and zero-step)"
-            f"{budget} (not counted below)"
+            "it compares (c*: baseline and eagle3; then T: eagle3 and zero-step, from above "
+            f"c*'s bracket){budget}; --plan dense measures all {len(cfg.concurrency)} levels"
         )
+        n_points = adaptive.estimated_points(cfg.concurrency, len(sets),
+                                             [c.name for c in cfg.configurations])
+        about = "about "
     minutes = estimate_s(cfg, engine, n_points) / 60
     gpu_minutes = estimate_gpu_s(cfg, engine, n_points) / 60
-    console.print(f"{n_points} points in all; estimated {minutes:.1f} min, "
+    console.print(f"{about}{n_points} points in all; estimated {minutes:.1f} min, "
                   f"{gpu_minutes:.1f} GPU-min")

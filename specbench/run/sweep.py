@@ -184,8 +184,9 @@ class Sweep:
                 for key in self._keys(config, schedule, names)]
 
     def run_configurations(self, configs: list[ServerConfiguration],
-                           progress: SweepProgress) -> None:
-        """Measure what is missing of `configs`, one server at a time."""
+                           progress: SweepProgress, keep_last: bool = False) -> None:
+        """Measure what is missing of `configs`, one server at a time. A server left running
+        (`keep_last`, the adaptive plan's rounds) measures on if it is the one needed next."""
         done = results.measured_keys(self.run_dir)
         for index, config in enumerate(configs):
             groups = self._server_groups(config)
@@ -198,9 +199,12 @@ class Sweep:
                 if not todo:
                     progress.launched()  # nothing to launch for this group
                     continue
-                label = "+".join(names) if len(groups) > 1 else None
-                progress.launching(config.name, server_log(self.run_dir, config.name))
-                self._start(config, schedule, names, label)
+                running = self.server
+                if running is None or (running.config, running.schedule) != (config, schedule):
+                    self.stop_server()
+                    label = "+".join(names) if len(groups) > 1 else None
+                    progress.launching(config.name, server_log(self.run_dir, config.name))
+                    self._start(config, schedule, names, label)
                 progress.launched()
                 for key in todo:
                     live = runner.LiveView(time_scale=self.engine.time_scale)
@@ -208,7 +212,8 @@ class Sweep:
                                        live)
                     self._measure_point(key, live)
                     progress.measured()
-                self.stop_server()
+        if not keep_last:
+            self.stop_server()
 
     def _launches_left(self, configs: list[ServerConfiguration], done: set[PointKey]) -> int:
         """Servers still to start for `configs`: one per schedule with points left; a dynamic
@@ -239,8 +244,7 @@ class Sweep:
         """The adaptive plan's levels for one server and prompt set ([] in a dense run)."""
         if self.cfg.plan != "adaptive":
             return []
-        return adaptive.placed_levels(self.manifest.refined, self.cfg.concurrency, config.name,
-                                      name)
+        return adaptive.placed_levels(self.manifest.refined, config.name, name)
 
     def _planned(self) -> int:
         """Points planned now; a dynamic server's straddle levels count once its T is known."""

@@ -36,6 +36,10 @@ def test_an_adaptive_sweep_places_levels_at_its_crossing_and_resumes_them(
     below = max(c for c in levels if c <= c_star)
     above = min(c for c in levels if c > c_star)
     assert {below, above} <= set(measured), (c_star, measured)
+    # Each round measures first on the server the last one left up: one launch per round.
+    rounds = proc.stdout.count("adaptive plan: next levels")
+    launches = sum(len(server.launch_s) for server in run.manifest.servers.values())
+    assert rounds >= 2 and launches == 2 + rounds, (rounds, launches)
     # A resume finds every placed level measured: nothing is launched again.
     again = run_cli(["sweep", "--resume", str(run_dir), "--port", str(port)], cwd=tmp_path)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
