@@ -423,6 +423,7 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
         "window_wall_s": wall_s,
         "time_scale": time_scale,
         "warmup_requests": result.warmup_records,
+        "warmup_s": result.warmup_wall_s * time_scale,
         "end_reason": result.end_reason,
         "server_gone": result.server_gone,
     }

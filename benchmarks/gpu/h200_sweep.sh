@@ -11,11 +11,17 @@
 #   models were made; MODELS_NOTE (a line of text) goes into RUN_DIR/models/README.md.
 # - STOP_AFTER_S (default: none): the sweep is sent SIGINT after this many seconds, keeps every
 #   finished point and exits 130, so a time-limited session can tar RUN_DIR before it ends.
+# - ATTENTION_BACKEND (default flashinfer): SGLang's --attention-backend. The bundle has no FA3,
+#   so the choice is flashinfer (what Hopper servers run when FA3 is not built) or triton; the
+#   run's manifest records it with the server command, and its report names it.
+# - KERNEL_CACHE (default: none): a .tar.xz of the kernel caches FlashInfer, TVM-FFI, Triton and
+#   TorchInductor compile into (~/.cache/flashinfer, ~/.cache/tvm-ffi, ~/.triton,
+#   /tmp/torchinductor_$USER). Restored before the sweep when the file exists, written after it,
+#   so the next call on a bare machine skips the compiles (a cold cache works too, slower: a
+#   fresh FlashInfer server spent 172 s compiling inside its launch).
 #
-# Flags this bundle needs on an H200 without FA3: Triton attention and PyTorch sampling (say so
-# in the report: production Hopper servers use FA3). Levels 1..128 fit the KV pool of an 8B
-# model with EAGLE-3 on one H200; windows of 8 s after 3 s of warmup hold 10-100 requests per
-# point at these lengths.
+# PyTorch sampling: the bundle's FlashInfer sampling kernels are not built. Levels 1..128 fit
+# the KV pool of an 8B model with EAGLE-3 on one H200.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 RUN_DIR TARGET_DIR DRAFT_DIR [specbench sweep options]" >&2
@@ -35,6 +41,22 @@ for d in "$target" "$draft"; do
 done
 if [ -n "${MODELS_NOTE:-}" ]; then printf '%s\n' "$MODELS_NOTE" > "$run_dir/models/README.md"; fi
 
+backend=${ATTENTION_BACKEND:-flashinfer}
+cache_dirs=("$HOME/.cache/flashinfer" "$HOME/.cache/tvm-ffi" "$HOME/.triton" "/tmp/torchinductor_$(id -un)")
+if [ -n "${KERNEL_CACHE:-}" ] && [ -f "$KERNEL_CACHE" ]; then
+  tar xJf "$KERNEL_CACHE" -C / && echo "h200_sweep: kernel caches restored from $KERNEL_CACHE"
+fi
+save_cache() {
+  if [ -n "${KERNEL_CACHE:-}" ]; then
+    local present=()
+    for d in "${cache_dirs[@]}"; do if [ -d "$d" ]; then present+=("${d#/}"); fi; done
+    if [ ${#present[@]} -gt 0 ]; then
+      tar cf - -C / "${present[@]}" | xz -T0 -6 > "$KERNEL_CACHE.tmp" && mv "$KERNEL_CACHE.tmp" "$KERNEL_CACHE"
+      echo "h200_sweep: kernel caches saved to $KERNEL_CACHE ($(du -h "$KERNEL_CACHE" | cut -f1))"
+    fi
+  fi
+}
+
 if [ -f "$run_dir/manifest.json" ]; then
   where=(--resume "$run_dir")
 else
@@ -46,10 +68,11 @@ if [ -n "${STOP_AFTER_S:-}" ]; then limit=(timeout --signal=INT --kill-after=60 
 set +e
 "${limit[@]}" python3 -m specbench sweep --engine sglang "${where[@]}" \
   --model-path "$target" --draft-model-path "$draft" \
-  --server-arg "--attention-backend triton" --server-arg "--sampling-backend pytorch" \
+  --server-arg "--attention-backend $backend" --server-arg "--sampling-backend pytorch" \
   --prompts coding,agentic --concurrency 1,4,16,32,64,128 --warmup-s 3 --window-s 8 \
   "$@"
 code=$?
 set -e
+save_cache
 echo "h200_sweep: specbench sweep exited $code"
 exit "$code"

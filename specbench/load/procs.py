@@ -276,4 +276,5 @@ def _merge(spec: PointSpec, parts: list[PointResult], before: Any, after: Any, g
         end_reason=reason,
         window_forced_open=forced or any(p.window_forced_open for p in parts),
         gauges=gauges,
+        warmup_wall_s=max(p.warmup_wall_s for p in parts),
     )

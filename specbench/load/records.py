@@ -121,6 +121,8 @@ class PointResult:
     window_forced_open: bool = False
     # Scrapes of the server's load gauges through the window (see GAUGES).
     gauges: list[MetricsSnapshot] = field(default_factory=list, repr=False)
+    # Wall seconds from the point's start to the window's opening (the warmup as it ran).
+    warmup_wall_s: float = float("nan")
 
     @property
     def window_wall_s(self) -> float:

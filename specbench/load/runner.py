@@ -2,17 +2,24 @@
 
 :func:`run_point` drives ``c`` persistent users against one base URL. Each user sends its next
 request (taken from one shared cursor over the ordered request list, cycling) as soon as the
-last one ends, so the server sees ``c`` requests at all times (DESIGN §5). All users share ONE
-``aiohttp.ClientSession`` whose connector has no connection cap: aiohttp's default of 100
-would silently queue users above 100 inside the client.
+last one ends, so the server sees ``c`` requests at all times (DESIGN §5). Each user streams
+over its own keep-alive HTTP/1.1 connection (:mod:`specbench.load.http1`); aiohttp only scrapes
+``/metrics``.
 
 Timeline of a point (all times ``time.monotonic()``, the clock the simulator also uses)::
 
     start ── warmup_s ──┬─ window opens when warmup is over AND all c users are in flight
                         │  (scrape /metrics, note client CPU)
+                        │  warmup is over after warmup_s, about one request per user, and
+                        │  once the server answers at its own pace (see _Point.answering),
+                        │  or at warmup_max_s
                         └─ window closes after window_s or window_max_requests finished
                            (scrape /metrics again, note client CPU), then every request
                            still running is cancelled; its tokens inside the window count.
+
+A first use stalls a fresh server: SGLang with FlashInfer compiles a kernel (its cascade module)
+the first time a prefill hits the prefix cache, and no request gets a token for seconds. The
+warmup waits that out instead of measuring it (:meth:`_Point.answering`).
 
 The per-chunk hot path is one clock read and two list appends (the raw bytes and their
 arrival time). Streams are parsed by :mod:`specbench.load.protocols` after the point is over,
@@ -52,6 +59,8 @@ __all__ = ["LiveView", "LoadError", "MetricsSnapshot", "PointResult", "PointSpec
            "RequestRecord", "parse_prometheus", "raise_fd_limit", "run_point", "run_point_sync"]
 
 _LAG_PROBE_S = 0.010
+# How often the end of the warmup asks whether the server answers at its own pace.
+_ANSWERING_POLL_S = 0.005
 # The load gauges are sampled through the window: about sixteen scrapes, at most twenty a second.
 _GAUGE_SAMPLES = 16
 _GAUGE_MIN_INTERVAL_S = 0.05
@@ -197,6 +206,9 @@ class _Point:
         self.end_reason = "window_s"
         self.kept: list[_Flight] = []
         self.current: list[_Flight | None] = [None] * spec.concurrency
+        self.ended = [0] * spec.concurrency  # requests each user has ended (not cancelled)
+        self.answered_again = [False] * spec.concurrency  # see answering()
+        self.t_start = 0.0
         self.finished_in_window = 0
         self.warmup_records = 0
         self.warmup_errors = 0
@@ -317,6 +329,7 @@ class _Point:
 
     def finish(self, flight: _Flight) -> None:
         """Account for a request that ended (not cancelled)."""
+        self.ended[flight.user] += 1
         if self.window_start is None:
             # Ended before the window: warmup, unmeasured; its bytes are dropped here.
             self.warmup_records += 1
@@ -349,6 +362,32 @@ class _Point:
                     self.gate.gone()
         elif cls in (None, "http_status", "malformed_chunk"):
             self.dead_since = None  # the server answered
+
+    def answering(self) -> bool:
+        """Whether the server answers at its own pace: no request in flight waits for its first
+        bytes, or every user has had the first bytes of a request sent after one it ended.
+
+        A first-use compile in SGLang (FlashInfer's cascade kernel at the first prefix-cache
+        hit, a kernel for a shape not seen yet) runs when a prefill is scheduled and holds every
+        request: the request that set it off waits for its first token all the while, so
+        neither condition can turn true during such a stall. The first holds at low
+        concurrency (at c=1 the second request is the first prefix hit); the second bounds the
+        wait at high concurrency, where new requests are nearly always waiting for a prefill.
+        """
+        waiting = False
+        for user, flight in enumerate(self.current):
+            started = flight is not None and bool(flight.times)
+            if self.ended[user] >= 2 or (self.ended[user] >= 1 and started):
+                self.answered_again[user] = True
+            waiting = waiting or (flight is not None and not started)
+        return not waiting or all(self.answered_again)
+
+    async def wait_answering(self, deadline: float | None) -> None:
+        """Poll :meth:`answering` until it holds, the point closes or `deadline` passes."""
+        while not self.closing.is_set() and not self.answering():
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            await asyncio.sleep(_ANSWERING_POLL_S)
 
     # -- self-checks --------------------------------------------------------------------
     async def probe_lag(self) -> None:
@@ -418,13 +457,17 @@ class _Point:
             background.append(asyncio.create_task(self.publish_live(spec.live)))
         before = after = None
         try:
-            t_start = time.monotonic()
+            t_start = self.t_start = time.monotonic()
             await _wait_any([self.closing], spec.warmup_s)
+            deadline = None
             if spec.warmup_max_s is not None:
-                left = spec.warmup_max_s - (time.monotonic() - t_start)
+                deadline = t_start + spec.warmup_max_s
+                left = deadline - time.monotonic()
                 await _wait_any([self.warm_enough, self.closing], max(0.0, left))
             else:
                 await _wait_any([self.warm_enough, self.closing], None)
+            if spec.warmup_min_requests > 0:  # a steady-state warmup was asked for
+                await self.wait_answering(deadline)
             self.warm = True
             if self.gate is not None:
                 await self.gate.open(self)
@@ -568,6 +611,7 @@ async def run_point(spec: PointSpec, gate: Gate | None = None, user_offset: int 
         end_reason=point.end_reason,
         window_forced_open=point.window_forced_open,
         gauges=point.gauges,
+        warmup_wall_s=point.window_start - point.t_start,
     )
 
 

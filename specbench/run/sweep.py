@@ -466,6 +466,25 @@ class Sweep:
             result = run_load(spec, self.cfg.load.client_procs)
             held_gpu_s = earlier_gpu_s + self._gpu_s(started, server)
             alive = not result.server_gone and server.alive()
+            stall = stalled(result) if alive else None
+            if stall is not None:
+                message = f"{key.label}: {stall}"
+                errors.append(message)
+                if attempts <= self.cfg.max_point_retries:
+                    # A first-use stall ends by itself: the same server measures again.
+                    self.console.print(f"[yellow]warning:[/] {message}; measuring it again")
+                    earlier_gpu_s = held_gpu_s
+                    continue
+                self._set_point(key, PointRecord(status="failed", attempts=attempts,
+                                                 error=message, errors=errors,
+                                                 gpu_s=held_gpu_s))
+                where = f"its log {server.log_path}" if server.log_path else server.base_url
+                raise SweepError(
+                    f"{message}, on {attempts} attempts; if the server was still warming up, "
+                    f"give the warmup longer (--warmup-max-s, now {self.cfg.load.warmup_max_s:g} "
+                    f"s), else look at the {key.mode} server ({where}); then continue with: "
+                    f"specbench sweep --resume {self.run_dir}"
+                )
             said = failed_requests(result) if alive else None
             if said is not None:
                 message = f"{key.label}: {said}"
@@ -598,6 +617,33 @@ def failed_requests(result: runner.PointResult) -> str | None:
     n = sum(r.status == "error" for r in records)
     return (f"all {n} requests in the window failed ({worst}), so the point is not a "
             f"measurement; the server said {quote}")
+
+
+def stalled(result: runner.PointResult) -> str | None:
+    """Why a window measured nothing although the server was working on requests, or None.
+
+    No token reached any request in the window while the server's own gauge counted running
+    requests: the server was busy elsewhere, as SGLang is while it compiles a kernel on first
+    use (FlashInfer's cascade module at the first prefix-cache hit: 8-9 s on an H200). That
+    is a warmup that ended too soon, not a broken server.
+    """
+    records, start, end = result.records, result.window_start, result.window_end
+    if not records or any(metrics.window_tokens(r.chunk_t, r.chunk_tokens, start, end) > 0
+                          for r in records):
+        return None
+    running = [s.values.get("sglang:num_running_reqs", 0.0) for s in result.gauges]
+    for snap in (result.metrics_before, result.metrics_after):
+        if snap is not None:
+            running.append(snap.values.get("sglang:num_running_reqs", 0.0))
+    if max(running, default=0.0) <= 0:
+        return None
+    # The stall began at the last token any request got (or at the oldest request's send).
+    last = [float(r.chunk_t[-1]) for r in records if len(r.chunk_t)]
+    since = max(last) if last else min(r.t_send for r in records)
+    return (f"the server sent no token to any of {len(records)} requests for "
+            f"{end - since:.1f} s (the whole {result.window_wall_s:.1f}-s window) while it "
+            f"counted up to {max(running):.0f} running requests: a stall, such as a kernel "
+            "compiled on first use")
 
 
 def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> None:

@@ -48,6 +48,10 @@ class FakeOptions:
     error_status: int = 500  # what the http500 fault answers: its status and message
     error_message: str = "injected"
     server_info_delay_s: float = 0.0  # /server_info answers this late
+    # A first-use compile: when request `pause_at` (an index) starts, the whole batch stops
+    # for pause_s before its first token, as SGLang does while FlashInfer compiles a kernel.
+    pause_at: int | None = None
+    pause_s: float = 0.0
     server_info: dict[str, Any] = field(default_factory=lambda: {
         "version": "fake", "max_running_requests": 256, "context_length": 65536,
         "served_model_name": "fake", "model_path": "fake"})  # a baseline SGLang's essentials
@@ -213,6 +217,7 @@ class FakeSGLang:
         self._all_arrived = asyncio.Event()
         self._busy = asyncio.Event()  # set while a stream is open
         self._next_step = asyncio.Event()  # set (and replaced) by each batch step
+        self._paused_until = 0.0  # monotonic time a first-use pause ends (pause_at)
         self._stepper: asyncio.Task[None] | None = None
         self._counter = itertools.count()
         self._runner: web.AppRunner | None = None
@@ -291,6 +296,9 @@ class FakeSGLang:
         while True:
             await self._busy.wait()
             await asyncio.sleep(self.opts.step_s)
+            paused_s = self._paused_until - time.monotonic()
+            if paused_s > 0:
+                await asyncio.sleep(paused_s)
             step, self._next_step = self._next_step, asyncio.Event()
             step.set()
 
@@ -390,6 +398,8 @@ class FakeSGLang:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         self._running_changed(+1)
+        if index == self.opts.pause_at:
+            self._paused_until = time.monotonic() + self.opts.pause_s
         cap = fmt.max_tokens if fault != "endless" else self.opts.output_tokens  # ignores it
         steps = Cadence(min(self.opts.output_tokens, cap), self.opts.tokens_per_step)
         n, verify, total = 0, 0, steps.total
