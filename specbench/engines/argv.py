@@ -11,6 +11,7 @@ exactly what a GPU run would get. Spelling facts (shared/reference/sglang-0.5.23
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,14 @@ def server_env(config: ServerConfiguration | str, server: ServerConfig) -> dict[
     if _configuration(config).kind == "dynamic" and server.skip_zero_step_draft_extend:
         env["SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"] = "1"
     return env
+
+
+def flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+    return value

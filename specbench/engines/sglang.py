@@ -1,21 +1,30 @@
-"""Real SGLang: the launch command and the version probe.
+"""Real SGLang: the launch command, the version probe and the GPU count.
 
 The sweep launches `server_command(server) + build_argv(...)` (argv.py is the one flag builder).
 The version is asked in a subprocess, under the interpreter the server will run with, so that
-SGLang (and with it torch and CUDA) is never imported into specbench.
+SGLang (and with it torch and CUDA) is never imported into specbench. For the same reason the
+GPUs are counted from `CUDA_VISIBLE_DEVICES` or `nvidia-smi`, never through torch: a server
+that needs more GPUs than it can see is refused in the preflight, in a second, rather than
+after SGLang's own start-up fails on them.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import versions
-from specbench.engines.argv import build_argv
+from specbench.engines.argv import build_argv, flag_value
 from specbench.engines.base import LaunchedEngine
 from specbench.errors import ConfigError
 
@@ -100,15 +109,92 @@ def sglang_version(python: str | None = None, timeout_s: float = 60.0) -> str | 
     return lines[-1].strip() or None
 
 
-def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
-    """The value of `flag` in an argv (`--flag V` or `--flag=V`; the last one wins)."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg[len(flag) + 1 :]
-    return value
+@dataclass(frozen=True)
+class VisibleGpus:
+    """The GPUs a server launched from here would see, and where that was read."""
+
+    ids: tuple[str, ...]  # CUDA_VISIBLE_DEVICES entries (ordinals or UUIDs), or nvidia-smi indexes
+    source: str  # for the message: "CUDA_VISIBLE_DEVICES=0" or "nvidia-smi lists GPU 0"
+
+
+def _cuda_visible_entries(value: str) -> tuple[str, ...]:
+    """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries before the first invalid one.
+
+    An entry is an ordinal (read like strtoul: "1gpu" is 1) or a GPU-/MIG- UUID; anything else
+    (-1, an empty entry, a repeat) ends the list, so "" and "-1" mean no GPU.
+    """
+    entries: list[str] = []
+    for part in (p.strip() for p in value.split(",")):
+        digits = re.match(r"\d+", part)
+        entry = str(int(digits.group())) if digits else part
+        if not (digits or part.startswith(("GPU-", "MIG-"))) or entry in entries:
+            break
+        entries.append(entry)
+    return tuple(entries)
+
+
+def count_visible_gpus(
+    environ: Mapping[str, str] | None = None, timeout_s: float = 10.0
+) -> VisibleGpus | None:
+    """The GPUs this process's servers can use: CUDA_VISIBLE_DEVICES when it is set, else the
+    ones `nvidia-smi` lists; None when neither can tell (no variable and no working
+    nvidia-smi), where nothing should be refused."""
+    env = os.environ if environ is None else environ
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return VisibleGpus(_cuda_visible_entries(value), "CUDA_VISIBLE_DEVICES=" + (value or "''"))
+    exe = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe, "--query-gpu=index", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    ids = tuple(line.strip() for line in done.stdout.splitlines() if line.strip().isdigit())
+    if done.returncode != 0 or not ids:
+        return None
+    return VisibleGpus(ids, f"nvidia-smi lists GPU{'s' if len(ids) > 1 else ''} {','.join(ids)}")
+
+
+def check_gpu_count(cfg: SweepConfig, seen: VisibleGpus | None) -> None:
+    """Refuse (ConfigError, one line) servers that need more GPUs than they will see.
+
+    A local server sees `seen`; with several `--gpus` slots each server sees its slot of
+    --tp-size GPUs (parallel.py sets CUDA_VISIBLE_DEVICES to it), so the ids must be visible
+    here. Ray places servers on the cluster's GPUs and counts them itself (ray_executor.py).
+    """
+    if seen is None or cfg.executor == "ray":
+        return
+    tp = cfg.server.tp_size
+    slots = [tuple(map(str, slot)) for slot in cfg.gpu_slots()]
+    # A --gpus worker (a process parallel.py spawned, CUDA_VISIBLE_DEVICES set to its slot)
+    # sees only that slot: a slot always holds --tp-size GPUs, and the parent checked the ids.
+    if seen.ids in slots and multiprocessing.parent_process() is not None:
+        return
+    if cfg.gpus and all(i.isdigit() for i in seen.ids):
+        hidden = [str(g) for g in cfg.gpus if str(g) not in seen.ids]
+        if hidden:
+            shown = ",".join(seen.ids) or "none"
+            raise ConfigError(
+                f"--gpus {','.join(map(str, cfg.gpus))}: GPU {','.join(hidden)} "
+                f"{'is' if len(hidden) == 1 else 'are'} not visible here ({seen.source}); "
+                f"list only visible GPUs in --gpus (visible: {shown}) or make "
+                f"{'it' if len(hidden) == 1 else 'them'} visible"
+            )
+    have = len(seen.ids)
+    if len(slots) > 1 or tp <= have:
+        return
+    need = f"--tp-size {tp} needs {tp} GPUs" if tp > 1 else "SGLang needs 1 GPU"
+    if have == 0:
+        fix = "make a GPU visible, or use --engine sim for the simulated server"
+    else:
+        fix = f"lower --tp-size to {have} or make more GPUs visible"
+    raise ConfigError(
+        f"{need} per server but {have or 'none'} {'is' if have <= 1 else 'are'} visible "
+        f"({seen.source}); {fix}"
+    )
 
 
 class SGLangEngine(LaunchedEngine):
@@ -123,6 +209,7 @@ class SGLangEngine(LaunchedEngine):
         self._renderer: PromptRenderer | None = None
 
     def preflight(self) -> None:
+        check_gpu_count(self.cfg, count_visible_gpus())
         server = self.cfg.server
         for label, path in (("model", server.model_path), ("draft model", server.draft_model_path)):
             if not path or not path.startswith(("/", "./", "../", "~")):
@@ -146,7 +233,7 @@ class SGLangEngine(LaunchedEngine):
 
             server = self.cfg.server
             path, source = server.model_path, "--model-path"
-            given = _flag_value(server.extra_args, "--tokenizer-path")
+            given = flag_value(server.extra_args, "--tokenizer-path")
             if given is not None:
                 path, source = given, "--server-arg=--tokenizer-path"
             self._renderer = load_chat_template(

@@ -267,8 +267,8 @@ def test_what_cannot_render_is_one_line(rendered: dict[str, Any], case: str, nee
 
 
 def test_the_tokenizer_path_flag_is_read_in_both_spellings() -> None:
-    from specbench.engines.sglang import _flag_value
+    from specbench.engines.argv import flag_value
 
-    assert _flag_value(("--tokenizer-path", "/a", "--x"), "--tokenizer-path") == "/a"
-    assert _flag_value(("--tokenizer-path=/b",), "--tokenizer-path") == "/b"
-    assert _flag_value(("--tokenizer-path-x", "/c"), "--tokenizer-path") is None
+    assert flag_value(("--tokenizer-path", "/a", "--x"), "--tokenizer-path") == "/a"
+    assert flag_value(("--tokenizer-path=/b",), "--tokenizer-path") == "/b"
+    assert flag_value(("--tokenizer-path-x", "/c"), "--tokenizer-path") is None
