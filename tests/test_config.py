@@ -167,3 +167,16 @@ def test_schedules() -> None:
     assert (tuned.threshold, tuned.launch_steps) == (None, 5)
     assert Schedule.from_json(tuned.to_json()) == tuned
     assert Schedule.from_json({"1": {"candidate_steps": [1, 3]}}) is None
+
+
+def test_config_re_exports_the_schema() -> None:
+    """The schema lives in config_schema.py; callers keep `from specbench.config import X`."""
+    from specbench import config_schema
+
+    for name in cfgmod.__all__:
+        assert hasattr(cfgmod, name), name
+    schema = ["DEFAULT_CONCURRENCY", "DEFAULT_FIXED_THRESHOLD", "DEFAULT_PROMPT_SETS", "ENGINES",
+              "PROTOCOLS", "SECTIONS", "SIM_DEFAULT_PROFILE", "Engine", "LoadConfig", "Protocol",
+              "ServerConfig", "SimConfig", "SweepConfig", "option"]
+    for name in schema:
+        assert name in cfgmod.__all__ and getattr(cfgmod, name) is getattr(config_schema, name)

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from specbench.cli.guard import fail
+from specbench.cli.options import help_with_default
 from specbench.errors import UserError
 
 FORMAT_HELP = (
@@ -50,9 +51,11 @@ def export(
     output: Annotated[Path | None, typer.Option(
         help="write the lines to this file (atomically) instead of stdout")] = None,
     modes: Annotated[str | None, typer.Option(
-        metavar="NAMES", help="only these configurations, comma-separated (default: all)")] = None,
+        metavar="<list[str]>",
+        help=help_with_default("only these configurations, comma-separated", "all"))] = None,
     prompts: Annotated[str | None, typer.Option(
-        metavar="SETS", help="only these prompt sets, comma-separated (default: all)")] = None,
+        metavar="<list[str]>",
+        help=help_with_default("only these prompt sets, comma-separated", "all"))] = None,
 ) -> None:
     """Export one JSON record per measured point (JSONL) in SGLang's or vLLM's benchmark result
     schema, or as specbench's summary rows; the window's requests count, as in the summary."""

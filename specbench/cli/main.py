@@ -17,7 +17,7 @@ from rich.console import Console
 from specbench import config as config_mod
 from specbench import presets
 from specbench.cli.guard import guard
-from specbench.cli.options import cli_layer, sweep_signature
+from specbench.cli.options import cli_layer, default_text, help_with_default, sweep_signature
 
 app = typer.Typer(
     name="specbench",
@@ -25,6 +25,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Set, not left to typer's version: option help carries rich-escaped `[default: ...]` tags.
+    rich_markup_mode="rich",
 )
 reference_app = typer.Typer(
     help="Stored CI references (results/reference/<name>).", no_args_is_help=True
@@ -91,7 +93,7 @@ def tune(**kwargs: Any) -> None:
     _run_sweep(base=presets.TUNE_LAYER, **kwargs)
 
 
-tune.__signature__ = sweep_signature()  # type: ignore[attr-defined]
+tune.__signature__ = sweep_signature(presets.TUNE_LAYER)  # type: ignore[attr-defined]
 app.command()(tune)
 
 
@@ -198,6 +200,15 @@ def _chosen_schedule(run: Any, found: dict[str, Any], name: str) -> Any:
     return Schedule.from_threshold(analysis.speculative_num_steps(run), int(chosen))
 
 
+# regress/thresholds.py's Thresholds() defaults, repeated here so that --help does not import the
+# regress package (and pandas with it); tests/test_cli_help.py holds the two together.
+REGRESS_DEFAULT_PCT = {"warn_pct": 2.5, "fail_pct": 5.0, "accept_fail_pct": 10.0}
+
+
+def _pct_help(text: str, name: str) -> str:
+    return help_with_default(text, default_text(REGRESS_DEFAULT_PCT[name]))
+
+
 @app.command()
 def regress(
     reference: Annotated[Path, typer.Option(help="reference run directory")],
@@ -205,10 +216,15 @@ def regress(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the verdict as JSON here")
     ] = None,
-    warn_pct: Annotated[float | None, typer.Option(help="throughput drop that warns (%)")] = None,
-    fail_pct: Annotated[float | None, typer.Option(help="throughput drop that fails (%)")] = None,
+    warn_pct: Annotated[
+        float | None, typer.Option(help=_pct_help("throughput drop that warns (%)", "warn_pct"))
+    ] = None,
+    fail_pct: Annotated[
+        float | None, typer.Option(help=_pct_help("throughput drop that fails (%)", "fail_pct"))
+    ] = None,
     accept_fail_pct: Annotated[
-        float | None, typer.Option(help="acceptance drop that fails (%)")
+        float | None,
+        typer.Option(help=_pct_help("acceptance drop that fails (%)", "accept_fail_pct")),
     ] = None,
     allow_config_change: Annotated[
         list[str] | None,

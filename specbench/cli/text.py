@@ -1,8 +1,8 @@
 """Command-line text to option values: what `--concurrency 1,8,64` or `--mix a=1,b=2` means.
 
-The option table itself is generated from the config schema (`options.py`); each option's `parse`
-kind (field metadata in `config.py`) names the function here that turns its text into the plain
-value the schema validates.
+The option table itself is generated from the config schema (`options.py`); each option's
+`parse` kind (field metadata in `config_schema.py`) names the function here that turns its text
+into the plain value the schema validates.
 """
 
 from __future__ import annotations

@@ -1,0 +1,467 @@
+"""The sweep configuration's schema: every option once, as a pydantic field.
+
+Each field carries its default, its help text and, where it is also a command-line option, its
+flag (`option(...)`), so that `cli/options.py` generates the command line and its `--help`
+from here. Validation is strict (`config.py` builds and layers; see there why pydantic): the
+models are frozen and refuse unknown keys, and a field validator raises :class:`ConfigError`
+with one line: where, what was given, and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from specbench import configurations
+from specbench.errors import ConfigError
+from specbench.prompts.context import BUCKET_SEP, parse_context_lengths
+
+DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 250)
+DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
+# Used for the dynamic server when the threshold cannot be computed from measured curves
+# (e.g. `--modes dynamic` alone): SGLang 0.5.23's own default config stops drafting at 64.
+DEFAULT_FIXED_THRESHOLD = 64
+SIM_DEFAULT_PROFILE = "llama-3.1-8b-1xh200"
+
+Engine = Literal["sim", "sglang", "attach"]
+Protocol = Literal["openai-chat", "openai-completions", "sglang-native"]
+ENGINES: tuple[str, ...] = ("sim", "sglang", "attach")
+PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-completions", "sglang-native")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    cli: str | None = None,
+    panel: str | None = None,
+    parse: str | None = None,
+    hidden: bool = False,
+    envvar: str | None = None,
+    help_default: str | None = None,
+    **constraints: Any,
+) -> Any:
+    """A schema field that is also a command-line option (`cli`, shown in `panel`).
+
+    `parse` names how the option's text becomes the field's value: "csv" (names), "csv_int"
+    (levels), "shlex" (one command line), "shlex_each" (repeatable flag strings), "threshold"
+    (auto or a batch size), "attach" (repeatable MODE=URL). Fields without `cli` are TOML-only.
+    `--help` shows `default` itself; `help_default` says what a None default means instead.
+    """
+    extra: dict[str, Any] = {
+        "cli": cli,
+        "panel": panel,
+        "parse": parse,
+        "hidden": hidden,
+        "envvar": envvar,
+        "help_default": help_default,
+    }
+    return Field(default, description=help, json_schema_extra=extra, **constraints)
+
+
+def _secret(help: str, cli: str, envvar: str) -> Any:
+    """An option that is never shown (repr) nor written (the manifest) anywhere."""
+    extra: dict[str, Any] = {"cli": cli, "envvar": envvar}
+    return Field(None, repr=False, exclude=True, description=help, json_schema_extra=extra)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class ServerConfig(_Section):
+    """What every launched server gets; equal across configurations so the comparison is fair."""
+
+    model_path: str = option(
+        "meta-llama/Llama-3.1-8B-Instruct", "target model (SGLang --model-path)", cli="--model-path"
+    )
+    draft_model_path: str | None = option(
+        "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
+        "EAGLE-3 draft model",
+        cli="--draft-model-path",
+    )
+    tp_size: int = option(1, "tensor parallel size", cli="--tp-size", ge=1)
+    # None means "the largest concurrency in the sweep"; always passed explicitly because
+    # SGLang silently caps speculative servers at 48 otherwise.
+    max_running_requests: int | None = option(
+        None,
+        "server limit, equal for all servers",
+        cli="--max-running-requests",
+        help_default="largest concurrency",
+        ge=1,
+    )
+    speculative_num_steps: int = option(
+        3, "EAGLE-3 draft steps K (topk 1, K+1 draft tokens)", cli="--spec-steps", ge=1
+    )
+    host: str = option("127.0.0.1", "server bind address", cli="--host")
+    port: int = option(30000, "server port", cli="--port", ge=1, le=65535)
+    extra_args: tuple[str, ...] = option(
+        (), "extra SGLang flag(s), repeatable", cli="--server-arg", parse="shlex_each"
+    )
+    server_command: tuple[str, ...] = option(
+        ("python", "-m", "sglang.launch_server"),
+        "SGLang launcher, e.g. 'sglang serve'",
+        cli="--server-command",
+        parse="shlex",
+    )
+    # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 for the dynamic server: cheaper steps above the
+    # threshold, but a cold draft (lower acceptance) right after speculation resumes.
+    skip_zero_step_draft_extend: bool = option(
+        False,
+        "dynamic server: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1",
+        cli="--skip-zero-step-draft-extend",
+    )
+    cuda_graph_bs_decode: tuple[int, ...] | None = option(
+        None,
+        "comma list passed as --cuda-graph-bs-decode",
+        cli="--cuda-graph-bs-decode",
+        parse="csv_int",
+    )
+    admin_api_key: str | None = _secret(
+        "admin key for /flush_cache (SGLang --admin-api-key)",
+        "--admin-api-key",
+        "SPECBENCH_ADMIN_API_KEY",
+    )
+    ready_timeout_s: float = option(1800.0, "seconds a server may take to become ready", gt=0)
+    stop_grace_s: float = option(10.0, "seconds between SIGTERM and SIGKILL", ge=0)
+
+
+class SimConfig(_Section):
+    """Options of the simulated server (`python -m specbench.sim ... --sim-*`)."""
+
+    profile: str = option(
+        SIM_DEFAULT_PROFILE, "simulator profile name or TOML path", cli="--sim-profile"
+    )
+    # >1 runs the model faster than real time; every reported time is converted back to
+    # simulated-GPU time, so the numbers do not depend on this. 4x keeps a 2-core machine's
+    # client within 1% of the simulator's ground truth at 250 users (tests/load) and a full
+    # default sweep under 10 minutes.
+    time_scale: float = option(
+        4.0, "simulator speed-up over real time", cli="--sim-time-scale", gt=0
+    )
+    seed: int = option(0, "simulator seed", cli="--sim-seed")
+    extra_args: tuple[str, ...] = option(
+        (), "extra --sim-* flag(s), repeatable", cli="--sim-arg", parse="shlex_each"
+    )
+
+
+class LoadConfig(_Section):
+    """How each point is measured (DESIGN §5)."""
+
+    protocol: Protocol = option(
+        "openai-chat", "openai-chat | openai-completions | sglang-native", cli="--protocol"
+    )
+    warmup_s: float = option(
+        2.0, "unmeasured load before each window (GPU seconds)", cli="--warmup-s", ge=0
+    )
+    # ...and until about this many requests per user have ended (steady state, not the
+    # cold-start prefill wave), capped at warmup_max_s in all.
+    warmup_requests_per_user: float = option(1.0, "warmup: requests ended per user", ge=0)
+    warmup_max_s: float = option(60.0, "warmup cap (GPU seconds)", ge=0)
+    window_s: float = option(8.0, "measured window per point (GPU seconds)", cli="--window-s", gt=0)
+    window_max_requests: int | None = option(None, "end a window after this many requests", ge=1)
+    request_timeout_s: float = option(
+        600.0, "per-request timeout (s)", cli="--request-timeout-s", gt=0
+    )
+    temperature: float = option(0.0, "sampling temperature", cli="--temperature", ge=0)
+    seed: int = option(0, "prompt order seed", cli="--seed")
+    repeats: int = option(1, "repeats per point", cli="--repeats", ge=1)
+    error_budget: float = option(
+        0.01, "fraction of requests in the window that may fail", ge=0, le=1
+    )
+    api_key: str | None = _secret("bearer token for the server", "--api-key", "SPECBENCH_API_KEY")
+    # One event loop per client process (load/procs.py); 0 picks one per 64 users, at most
+    # half the cores.
+    client_procs: int = option(
+        1, "client processes per point (0: automatic)", cli="--client-procs", ge=0
+    )
+    # Test knob: CPU burnt per network read in the client, to plant a slow client.
+    planted_read_delay_us: float = option(
+        0.0, "test knob: client CPU burnt per read", cli="--planted-read-delay-us", hidden=True
+    )
+    # As SGLang's bench_serving --extra-request-body and vLLM's --extra-body: merged into the
+    # top level of every body (on /generate, sampling keys go into sampling_params); keys
+    # specbench sets itself are refused. Where they go and why: load/protocols.py.
+    extra_request_body: dict[str, Any] = option(
+        {},
+        "JSON object merged into every request body, e.g. '{\"top_k\": 20}'",
+        cli="--extra-request-body",
+    )
+    ignore_eos: bool = option(
+        False, "generate exactly max_tokens per request (SGLang ignore_eos)", cli="--ignore-eos"
+    )
+
+    @field_validator("extra_request_body", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        """The command line gives the object as JSON text; a TOML table arrives parsed."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(
+                    f"--extra-request-body {value!r} is not JSON ({exc}); "
+                    "give one JSON object, e.g. --extra-request-body '{\"top_k\": 20}'"
+                ) from None
+        if not isinstance(value, dict):
+            raise ConfigError(
+                f"--extra-request-body must be a JSON object, not {value!r}; "
+                "give e.g. --extra-request-body '{\"top_k\": 20}'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _measurable_extra_body(self) -> LoadConfig:
+        if self.extra_request_body:
+            # Imported here: the rules live with the bodies, and the CLI starts without them.
+            from specbench.load.protocols import check_extra_body
+
+            check_extra_body(self.extra_request_body, self.protocol)
+        return self
+
+
+class SweepConfig(_Section):
+    """Everything one sweep needs; built by :func:`resolve`, recorded in the manifest."""
+
+    engine: Engine = option("sim", "sim | sglang | attach", cli="--engine")
+    # Every name configurations.parse() takes (tests/test_cli_help.py holds the two together).
+    modes: tuple[str, ...] = option(
+        configurations.DEFAULT_NAMES,
+        "comma list of server configurations: baseline, eagle3, dynamic, zero-step, "
+        "sglang-default, tuned, eagle3-k<K> (static EAGLE-3 at K steps), dynamic-t<T> "
+        "(drafting stops at batch size T)",
+        cli="--modes",
+        parse="csv",
+    )
+    prompt_sets: tuple[str, ...] = option(
+        DEFAULT_PROMPT_SETS,
+        "comma list of prompt sets or JSONL paths",
+        cli="--prompts",
+        parse="csv",
+    )
+    concurrency: tuple[int, ...] = option(
+        DEFAULT_CONCURRENCY,
+        "comma list of concurrency levels (users sending at once)",
+        cli="--concurrency",
+        parse="csv_int",
+    )
+    mix: dict[str, float] | None = option(
+        None,
+        "measure a mixed workload too, e.g. coding=0.5,agentic=0.5 (its threshold is the "
+        "mixed-deployment recommendation)",
+        cli="--mix",
+        parse="weights",
+    )
+    context_lengths: tuple[str, ...] = option(
+        (),
+        "comma list of context-length buckets, e.g. 2k,8k,32k: each prompt set is measured "
+        "per bucket, its prompts more than the previous top and at most this one",
+        cli="--context-lengths",
+        parse="csv",
+    )
+    threshold: int | None = option(
+        None,
+        "auto (from the crossover) or a batch size",
+        cli="--threshold",
+        parse="threshold",
+        help_default="auto",
+        ge=1,
+    )
+    plan: Literal["auto", "dense", "adaptive"] = option(
+        "auto",
+        "adaptive: the grid's middle level, then one level per decision and round, bisecting "
+        "its crossing on its two servers, T after c* (run/adaptive.py); dense: every level on "
+        "every server; auto: adaptive for the default grid, one server at a time, "
+        "with a decision's two servers in --modes and no tuned server, dense otherwise",
+        cli="--plan",
+    )
+    budget_gpu_min: float | None = option(
+        None,
+        "adaptive plan: place no more levels once the run has spent this many GPU-minutes "
+        "(the middle level is always measured)",
+        cli="--budget-gpu-min",
+        gt=0,
+    )
+    server: ServerConfig = ServerConfig()
+    sim: SimConfig = SimConfig()
+    load: LoadConfig = LoadConfig()
+    results_dir: Path = option(Path("results"), "where run directories go", cli="--results-dir")
+    run_name: str | None = option(
+        None, "run directory name", cli="--run-name", help_default="start time and a random id"
+    )
+    attach: tuple[tuple[str, str], ...] = option(
+        (), "NAME=URL of a running server, repeatable", cli="--attach", parse="attach"
+    )
+    max_point_retries: int = option(
+        1, "restarts of a server that dies mid-point", cli="--max-point-retries", ge=0
+    )
+    executor: Literal["local", "ray"] = option(
+        "local", "local (one node; side by side with --gpus) or ray (a Ray cluster)",
+        cli="--executor",
+    )
+    ray_address: str | None = option(
+        None, "Ray cluster to join (auto, ray://host:10001)",
+        cli="--ray-address",
+        help_default="start a local one",
+    )
+    # Several configurations at once (specbench/run/parallel.py): slots of --tp-size GPUs each.
+    gpus: tuple[int, ...] = option(
+        (),
+        "GPU ids (or all) for configurations side by side, --tp-size each",
+        cli="--gpus",
+        parse="gpus",
+    )
+    # A shard of a run spec (`specbench slurm`, `specbench merge`): the rest of the config stays
+    # the run's own, so shards of one spec agree and merge; empty measures every mode.
+    only_config: tuple[str, ...] = option(
+        (),
+        "comma list: measure only these configurations of --modes (a shard to merge later)",
+        cli="--only-config",
+        parse="csv",
+    )
+
+    @field_validator("modes")
+    @classmethod
+    def _known_modes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            configurations.parse(name)  # raises ConfigError naming the mode
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("only_config")
+    @classmethod
+    def _unique_only_config(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(value))
+
+    @field_validator("mix")
+    @classmethod
+    def _positive_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return None
+        if not value or any(w <= 0 for w in value.values()):
+            raise ConfigError(
+                "--mix needs at least one prompt set with a positive weight; "
+                "use e.g. --mix coding=0.5,agentic=0.5"
+            )
+        if "mix" in value:
+            raise ConfigError("--mix cannot contain a set named mix; name the sets it mixes")
+        return value
+
+    @field_validator("context_lengths")
+    @classmethod
+    def _known_buckets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return tuple(b.name for b in parse_context_lengths(value))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    @field_validator("concurrency")
+    @classmethod
+    def _sorted_levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value:
+            raise ConfigError("the concurrency list is empty; give at least one level, e.g. 1,8,64")
+        if min(value) < 1:
+            raise ConfigError(
+                f"concurrency level {min(value)} must be at least 1; "
+                "use a comma-separated list of positive integers"
+            )
+        return tuple(sorted(set(value)))
+
+    @model_validator(mode="after")
+    def _shardable_only_config(self) -> SweepConfig:
+        for name in self.only_config:
+            if name not in self.modes:
+                raise ConfigError(
+                    f"--only-config {name} is not in --modes ({','.join(self.modes)}); "
+                    "add it to --modes or name one of those"
+                )
+            if self.waits_for_analysis(configurations.parse(name)):
+                raise ConfigError(
+                    f"--only-config {name}: the {name} server needs the analysis of the other "
+                    "configurations' curves; leave it out of the shards and measure it after "
+                    "merging them, with specbench sweep --resume MERGED_RUN"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _buckets_without_mix(self) -> SweepConfig:
+        if self.context_lengths and self.mix:
+            raise ConfigError("--mix and --context-lengths cannot be combined yet: a mix has no "
+                              "single context; measure them in two runs")
+        return self
+
+    @model_validator(mode="after")
+    def _gpus_fit(self) -> SweepConfig:
+        tp = self.server.tp_size
+        if self.executor == "ray" and self.engine == "attach":
+            raise ConfigError("--executor ray launches servers on the cluster; attached servers "
+                              "are measured from here: drop --executor ray")
+        if self.gpus and self.engine == "attach":
+            raise ConfigError("--gpus places servers specbench launches; attached servers run "
+                              "where they were started: drop --gpus")
+        if self.gpus and len(self.gpus) < tp:
+            raise ConfigError(f"--gpus {','.join(map(str, self.gpus))}: fewer GPUs than one "
+                              f"server's --tp-size {tp}; give at least {tp}")
+        return self
+
+    @model_validator(mode="after")
+    def _adaptive_on_one_node(self) -> SweepConfig:
+        if self.plan == "auto":  # chosen by resolve(): auto_plan
+            return self
+        if self.plan != "adaptive":
+            if self.budget_gpu_min is not None:
+                raise ConfigError("--budget-gpu-min limits the adaptive plan's extra levels; "
+                                  "add --plan adaptive or drop --budget-gpu-min")
+            return self
+        if self.executor == "ray" or len(self.gpu_slots()) > 1 or self.only_config:
+            raise ConfigError("--plan adaptive places levels from the analysis of every "
+                              "configuration, one server at a time: drop --gpus, --executor "
+                              "ray and --only-config, or use --plan dense")
+        if "tuned" in self.modes:
+            raise ConfigError("--plan adaptive places levels for the two decisions only, and the "
+                              "tuned schedule needs every K at every level: use --plan dense "
+                              "with specbench tune")
+        return self
+
+    def gpu_slots(self) -> list[tuple[int, ...]]:
+        """Disjoint GPU sets of --tp-size each (GPUs left over stay unused); [] without --gpus."""
+        gpus, tp = self.gpus, self.server.tp_size
+        return [gpus[i:i + tp] for i in range(0, len(gpus) - tp + 1, tp)]
+
+    def waits_for_analysis(self, config: configurations.ServerConfiguration) -> bool:
+        """Whether `config` can only be measured once the other curves are in: the tuned
+        server, and a dynamic server whose threshold comes from the measured crossover (not
+        given with --threshold, and not the fixed default a run without both curves uses)."""
+        if not config.needs_analysis:
+            return False
+        if config.adaptive == "threshold":
+            return self.threshold is None and configurations.analyzable(self.modes)
+        return True
+
+    @property
+    def max_running_requests(self) -> int:
+        if self.server.max_running_requests is not None:
+            return self.server.max_running_requests
+        return max(self.concurrency)
+
+    @property
+    def measured_sets(self) -> tuple[str, ...]:
+        """The prompt sets points are measured for: the named ones (each once per context
+        bucket, as set@bucket, where one is asked), and the mix if asked."""
+        names = tuple(Path(n).stem if n.endswith((".jsonl", ".json")) else n
+                      for n in self.prompt_sets)
+        if self.context_lengths:
+            names = tuple(f"{n}{BUCKET_SEP}{b}" for n in names for b in self.context_lengths)
+        return (*names, "mix") if self.mix else names
+
+    @property
+    def configurations(self) -> list[configurations.ServerConfiguration]:
+        """The server configurations this sweep measures, in measuring order: every mode, or
+        only those of --only-config (a shard)."""
+        names = self.only_config or self.modes
+        return configurations.ordered(names, self.server.speculative_num_steps)
+
+
+SECTIONS: dict[str, type[_Section]] = {"server": ServerConfig, "sim": SimConfig, "load": LoadConfig}
