@@ -1,4 +1,4 @@
-"""Step-time model of one GPU server, and the profiles (TOML) that parameterise it.
+"""Step-time model of one GPU server: what each forward pass costs, given a profile (TOML).
 
 The simulated SGLang server needs to know how long each forward pass would take on real
 hardware, so that its throughput curves (and the concurrency at which EAGLE-3 stops paying
@@ -36,282 +36,64 @@ the one in shared/reference/speculation-under-load.md §4.1:
 
 Everything is a pure function of a :class:`Profile`, so tests can check it against the
 measured table (§4.3) and the lead can print tok/s curves without starting a server.
+
+Where the parts are: the layer models (linear, MoE, attention) in :mod:`specbench.sim.layercost`;
+a profile's tables and their loading from TOML in :mod:`specbench.sim.profile`; here, the sum
+of them for one forward (:func:`decode_step`, :func:`prefill_step`, :func:`extend_attention_ms`),
+the steady-state decode throughput (:func:`predict_output_tok_s`) and the baseline vs EAGLE-3
+table that ``python -m specbench.sim.costmodel`` prints. The public names of the other two
+modules are importable from here too (``from specbench.sim.costmodel import load_profile``).
 """
 
 from __future__ import annotations
 
 import math
-import re
-import tomllib
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-PROFILE_DIR = Path(__file__).with_name("profiles")
-DEFAULT_PROFILE = "llama-3.1-8b-1xh200"
+from specbench.sim.layercost import AttentionModel, LinearModel, MoeLinearModel
+from specbench.sim.profile import (
+    DEFAULT_PROFILE,
+    PROFILE_DIR,
+    AcceptanceRule,
+    Frontend,
+    Memory,
+    Overheads,
+    Profile,
+    ProfileError,
+    Scheduling,
+    Workload,
+    bundled_profiles,
+    load_profile,
+    resolve_profile_path,
+)
 
-
-class ProfileError(ValueError):
-    """A profile that cannot be found or read; the message names the file and the fix."""
-
-
-@dataclass(frozen=True)
-class LinearModel:
-    """Soft roofline for the linear layers (plus lm_head) of one model."""
-
-    t_mem_ms: float  # time to stream the weights once (flat part of the curve)
-    compute_tok_per_s: float  # R: tokens per second once compute-bound
-    t_c0_ms: float  # fixed offset of the compute branch
-    p: float = 4.0  # sharpness of the corner
-
-    def time_ms(self, n_tokens: float) -> float:
-        compute_ms = self.t_c0_ms + 1e3 * n_tokens / self.compute_tok_per_s
-        return float((self.t_mem_ms**self.p + compute_ms**self.p) ** (1.0 / self.p))
-
-    @property
-    def knee_tokens(self) -> float:
-        return self.t_mem_ms * self.compute_tok_per_s / 1e3
-
-
-@dataclass(frozen=True)
-class MoeLinearModel:
-    """Linear layers of a mixture-of-experts model sharded over several GPUs (§4.2).
-
-    A step over N tokens reads the non-expert weights plus every expert that at least one
-    token routes to: with uniform routing over E experts, top-k per token, the distinct
-    experts touched per MoE layer are ``E_act(N) = E·(1 − (1 − k/E)^N)``. So one decode token
-    reads k experts per layer, a verify of B·(K+1) tokens pulls in many more, and the weight
-    read saturates once N·k ≫ E. Compute is a roofline over the *active* parameters, and a
-    fixed cost per forward (kernel launches, tensor-parallel all-reduces or expert-parallel
-    all-to-alls over the GPUs, sampling) sits on top: at small batch it dominates.
-    """
-
-    n_experts: int
-    experts_per_token: int
-    n_moe_layers: int
-    expert_bytes: float  # one routed expert (gate, up, down) as stored (e.g. FP8)
-    nonexpert_bytes: float  # attention, dense layers, shared experts, embeddings, lm_head
-    bw_bytes_per_s: float  # weight-read bandwidth summed over the GPUs
-    compute_tok_per_s: float  # R: tokens per second once compute-bound (all GPUs)
-    t_fixed_ms: float  # per forward, independent of N
-    p: float = 4.0
-
-    def experts_touched(self, n_tokens: float) -> float:
-        """Distinct experts per MoE layer for `n_tokens` tokens (uniform routing)."""
-        e, k = self.n_experts, self.experts_per_token
-        return float(e * (1.0 - (1.0 - k / e) ** max(n_tokens, 0.0)))
-
-    def weight_bytes(self, n_tokens: float) -> float:
-        touched = self.experts_touched(n_tokens)
-        return self.nonexpert_bytes + self.n_moe_layers * touched * self.expert_bytes
-
-    def time_ms(self, n_tokens: float) -> float:
-        mem_ms = 1e3 * self.weight_bytes(n_tokens) / self.bw_bytes_per_s
-        compute_ms = 1e3 * n_tokens / self.compute_tok_per_s
-        return self.t_fixed_ms + float((mem_ms**self.p + compute_ms**self.p) ** (1.0 / self.p))
-
-
-@dataclass(frozen=True)
-class AttentionModel:
-    """Attention cost: KV reads during decode, FLOPs during prefill."""
-
-    n_layers: int
-    kv_bytes_per_token: float
-    bw_bytes_per_s: float
-    layer_fixed_ms: float  # kernel launch + small-batch floor, per layer per forward
-    q_hidden: int  # query heads x head dim (for prefill FLOPs)
-    prefill_flops_per_s: float
-    # Per-request KV walk when the kernel's blocks do not fill the GPU (0 = never the bound):
-    # ns per KV token of one request, per layer; for the decode kernel and the verify kernel.
-    serial_ns_per_token_layer: float = 0.0
-    verify_serial_ns_per_token_layer: float = 0.0
-
-    def decode_ms(
-        self,
-        kv_tokens: float,
-        kappa: float = 1.0,
-        *,
-        context_tokens: float = 0.0,
-        verify: bool = False,
-    ) -> float:
-        """One attention pass over `kv_tokens` KV entries in all, `context_tokens` per request.
-
-        `verify` picks the verify kernel's serial walk; `kappa` scales the bandwidth term.
-        """
-        read_ms = 1e3 * kappa * kv_tokens * self.kv_bytes_per_token / self.bw_bytes_per_s
-        serial_ns = (
-            self.verify_serial_ns_per_token_layer if verify else self.serial_ns_per_token_layer
-        )
-        # One request's walk is the whole time at small batch and the last wave's tail at
-        # large batch, so it adds to the bandwidth term.
-        walk_ms = self.n_layers * serial_ns * context_tokens / 1e6
-        return self.n_layers * self.layer_fixed_ms + read_ms + walk_ms
-
-    def prefill_ms(self, n_new: int, n_prefix: int) -> float:
-        # Causal attention over the chunk: QK^T and PV, 2 FLOPs per MAC each.
-        flops = 4.0 * self.n_layers * self.q_hidden * n_new * (n_prefix + n_new / 2.0)
-        flops_ms = 1e3 * flops / self.prefill_flops_per_s
-        return self.n_layers * self.layer_fixed_ms + flops_ms
-
-
-@dataclass(frozen=True)
-class Overheads:
-    """Per-forward costs outside the GEMMs and attention (launch, sampling, CPU sync)."""
-
-    o_base_ms: float  # every forward (scheduler, sampling, graph replay)
-    o_base_per_req_us: float  # batch assembly per running request
-    o_spec_ms: float  # speculative bookkeeping per verify (tree metadata, CPU sync)
-    o_spec_per_req_us: float  # acceptance / metadata per request per verify
-    o_step_ms: float  # per draft step (launch + top-k sampling)
-    verify_kappa: float  # attention cost multiplier of a K+1-token verify vs a 1-token decode
-    # True: the verify kernel pads query rows to a tile, so the zero-step one-token verify and
-    # the draft extend cost what a K+1-row verify costs (verify_kappa, verify serial walk), and
-    # an extend (prefill) forward, the same kernel, pays that over its chunks' cached prefixes.
-    verify_pads_query_rows: bool = False
-    # Per extend (prefill) forward on top of o_base_ms: the scheduler's merge of the new requests
-    # into the running batch and the prefill's launches outside the decode's CUDA graph.
-    o_prefill_ms: float = 0.0
-    # Per extend forward of a speculative server, per request already decoding: what EAGLE-3's
-    # prefill forwards cost beyond the plain server's (SGLang 0.5.17 + Triton, one step at a
-    # time: ~0.04 ms; benchmarks/gpu/fit_profile.py, step 3). 0 = none.
-    o_spec_prefill_per_running_req_ms: float = 0.0
-    # The per-request walk is the step's tail, so the batch's longest request sets it while its
-    # blocks are most of the GPU's work; with more requests the others fill the GPU meanwhile.
-    # The walk is over mean + (longest - mean) x min(1, walk_tail_batch / B) tokens. 0 = the
-    # mean request's walk at every batch.
-    walk_tail_batch: float = 0.0
-
-
-@dataclass(frozen=True)
-class Memory:
-    """KV-cache capacity, which caps how many requests can run at once."""
-
-    gpu_memory_bytes: float
-    mem_fraction_static: float  # default for this GPU when --mem-fraction-static is not given
-    target_weights_bytes: float
-    draft_weights_bytes: float
-    activation_reserve_bytes: float  # CUDA graphs, activations, workspace
-    default_max_running_requests: int
-
-    def kv_capacity_tokens(
-        self,
-        kv_bytes_per_token: float,
-        *,
-        with_draft: bool,
-        mem_fraction_static: float | None = None,
-    ) -> int:
-        """Tokens the KV pool holds (SGLang's max_total_num_tokens)."""
-        frac = self.mem_fraction_static if mem_fraction_static is None else mem_fraction_static
-        pool = (
-            self.gpu_memory_bytes * frac
-            - self.target_weights_bytes
-            - (self.draft_weights_bytes if with_draft else 0.0)
-            - self.activation_reserve_bytes
-        )
-        return max(0, int(pool // kv_bytes_per_token))
-
-
-@dataclass(frozen=True)
-class AcceptanceRule:
-    """A regex searched in the rendered prompt; the first match sets the mean acceptance."""
-
-    pattern: str
-    alpha: float
-    name: str = ""
-    output_tokens_mean: float | None = None  # overrides the workload mean when set
-
-
-@dataclass(frozen=True)
-class Workload:
-    """How long outputs are and how well the draft head guesses them."""
-
-    coding_output_tokens_mean: float
-    agentic_output_tokens_mean: float
-    output_tokens_sigma: float  # spread of log(length) around the mean
-    default_alpha: float
-    agentic_alpha: float
-    alpha_jitter_sd: float
-    alpha_min: float
-    alpha_max: float
-    rules: tuple[AcceptanceRule, ...] = ()
-    # How the served model counts prompt tokens (workload.py): whether its chat template renders
-    # the tool schemas and tool-call JSON (false: each message's text only), and characters per
-    # token, or tokens per pre-tokenizer piece where that is set (> 0). The defaults are the
-    # simulator's generic count (4 characters, tools rendered); a profile fitted to a real
-    # server sets them from the prompt_tokens that server reported.
-    prompt_chars_per_token: float = 4.0
-    prompt_renders_tools: bool = True
-    prompt_tokens_per_piece: float = 0.0
-    # A draft whose hits do not depend on the prompt (benchmarks/gpu/constructed_draft_hits.py):
-    # bit k (hex, most significant bit first) is 1 where its proposal for output token k+1 is
-    # right, the same for every request. Empty: each request draws its own hits with alpha.
-    draft_hits_hex: str = ""
-
-    @property
-    def draft_hits(self) -> str:
-        """`draft_hits_hex` as one '0'/'1' character per output position."""
-        return "".join(f"{int(ch, 16):04b}" for ch in self.draft_hits_hex)
-
-
-@dataclass(frozen=True)
-class Frontend:
-    """The serial stage every generation request passes before the scheduler sees it.
-
-    SGLang's HTTP server and tokenizer manager are one Python process: it parses each request,
-    renders the chat template and tokenizes the prompt, one request at a time, while the
-    scheduler runs the GPU. A request's service there is ``request_ms`` plus
-    ``prompt_token_us`` per prompt token it tokenizes (none for a prompt given as token ids),
-    in model time. 0 and 0 (the default) is no stage: requests reach the scheduler at once.
-    ``holds_output``: the same process streams every response, so while it works through the
-    requests that arrived together it writes no output (frontend.py); ``round_max_requests``
-    (0: no limit) lets the output through after at most that many requests.
-    """
-
-    request_ms: float = 0.0
-    prompt_token_us: float = 0.0
-    holds_output: bool = False
-    round_max_requests: int = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.request_ms > 0.0 or self.prompt_token_us > 0.0
-
-    def service_ms(self, prompt_tokens: int, *, tokenized: bool) -> float:
-        per_token_ms = self.prompt_token_us / 1e3 if tokenized else 0.0
-        return self.request_ms + per_token_ms * prompt_tokens
-
-
-@dataclass(frozen=True)
-class Scheduling:
-    """How the scheduler picks the next forward (optional ``[scheduler]`` table).
-
-    ``prefill_first``: run a prefill whenever one is admissible, as SGLang's
-    ``get_next_batch_to_run`` does ("Run prefill first if possible"), so arrivals that come one
-    at a time hold the running batch's decode back once each. False (the default) alternates a
-    prefill and a decode step while requests wait.
-    """
-
-    prefill_first: bool = False
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    description: str
-    architecture: str
-    context_length: int
-    target_linear: LinearModel | MoeLinearModel
-    target_attention: AttentionModel
-    draft_linear: LinearModel
-    draft_attention: AttentionModel
-    overheads: Overheads
-    memory: Memory
-    workload: Workload
-    source_path: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    vocab_size: int = 128256  # the target's vocabulary (bounds logit_bias keys); Llama-3's
-    frontend: Frontend = Frontend()  # optional [frontend] table; off by default
-    scheduling: Scheduling = Scheduling()  # optional [scheduler] table
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PROFILE_DIR",
+    "AcceptanceRule",
+    "AttentionModel",
+    "Frontend",
+    "LinearModel",
+    "Memory",
+    "MoeLinearModel",
+    "Overheads",
+    "Profile",
+    "ProfileError",
+    "Scheduling",
+    "StepCost",
+    "Workload",
+    "bundled_profiles",
+    "crossover_table",
+    "decode_step",
+    "expected_accept_length",
+    "extend_attention_ms",
+    "load_profile",
+    "main",
+    "predict_output_tok_s",
+    "prefill_step",
+    "resolve_profile_path",
+]
 
 
 @dataclass(frozen=True)
@@ -476,147 +258,6 @@ def predict_output_tok_s(
     tokens = batch * (expected_accept_length(alpha, steps) if speculative else 1.0)
     return 1e3 * tokens / cost.total_ms
 
-
-def resolve_profile_path(name_or_path: str) -> Path:
-    """A bundled profile name (``llama-3.1-8b-1xh200``) or a path to a TOML file."""
-    candidate = Path(name_or_path)
-    if candidate.suffix == ".toml" or "/" in name_or_path:
-        if candidate.is_file():
-            return candidate
-        raise ProfileError(
-            f"sim profile file {name_or_path} does not exist; pass a bundled name "
-            f"({', '.join(bundled_profiles())}) or an existing .toml path"
-        )
-    bundled = PROFILE_DIR / f"{name_or_path}.toml"
-    if bundled.is_file():
-        return bundled
-    raise ProfileError(
-        f"unknown sim profile {name_or_path!r}; choose one of {', '.join(bundled_profiles())} "
-        "or pass a path to a .toml file"
-    )
-
-
-def bundled_profiles() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
-
-
-def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
-    value = data.get(key)
-    if not isinstance(value, dict):
-        raise ProfileError(
-            f"sim profile {path} has no [{key}] table; add it (see the bundled profiles)"
-        )
-    return value
-
-
-def _optional_section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
-    return _section(data, key, path) if key in data else {}
-
-
-def _build(cls: type, raw: dict[str, Any], where: str, path: Path) -> Any:
-    try:
-        return cls(**raw)
-    except TypeError as exc:
-        raise ProfileError(
-            f"sim profile {path}: bad keys in [{where}] ({exc}); fix the TOML"
-        ) from None
-
-
-def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
-    """Read a profile TOML (bundled name or path) into a :class:`Profile`."""
-    path = resolve_profile_path(name_or_path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ProfileError(
-            f"sim profile {path} cannot be read ({exc}); fix the TOML syntax"
-        ) from None
-    workload_raw = dict(_section(data, "workload", path))
-    acceptance = _section(data, "acceptance", path)
-    rules = tuple(
-        _build(AcceptanceRule, dict(r), "acceptance.rule", path) for r in acceptance.get("rule", [])
-    )
-    for rule in rules:
-        try:
-            re.compile(rule.pattern)
-        except re.error as exc:
-            raise ProfileError(
-                f"sim profile {path}: acceptance rule pattern {rule.pattern!r} is not a valid "
-                f"regex ({exc}); fix the pattern"
-            ) from None
-    workload_raw.update({k: v for k, v in acceptance.items() if k != "rule"})
-    workload = _build(Workload, {**workload_raw, "rules": rules}, "workload/acceptance", path)
-    hits = "".join(str(workload.draft_hits_hex).split())
-    if any(ch not in "0123456789abcdefABCDEF" for ch in hits):
-        raise ProfileError(
-            f"sim profile {path}: [acceptance] draft_hits_hex is not hexadecimal; regenerate it "
-            "with benchmarks/gpu/constructed_draft_hits.py"
-        )
-    workload = replace(workload, draft_hits_hex=hits)
-    frontend = _build(Frontend, _optional_section(data, "frontend", path), "frontend", path)
-    # Zero turns a count off; a negative one would count nothing (or serve no request).
-    for where, key, value in (
-        ("workload", "prompt_tokens_per_piece", workload.prompt_tokens_per_piece),
-        ("frontend", "round_max_requests", frontend.round_max_requests),
-    ):
-        if value < 0:
-            raise ProfileError(
-                f"sim profile {path}: [{where}] {key} is {value}; give 0 (off) or more"
-            )
-    # A mixture-of-experts target gives [target_moe] instead of [target_linear].
-    target_linear: LinearModel | MoeLinearModel
-    if "target_moe" in data:
-        target_linear = _build(
-            MoeLinearModel, _section(data, "target_moe", path), "target_moe", path
-        )
-    else:
-        target_linear = _build(
-            LinearModel, _section(data, "target_linear", path), "target_linear", path
-        )
-    known = {
-        "name",
-        "description",
-        "architecture",
-        "context_length",
-        "vocab_size",
-        "target_linear",
-        "target_moe",
-        "target_attention",
-        "draft_linear",
-        "draft_attention",
-        "overheads",
-        "memory",
-        "workload",
-        "acceptance",
-        "frontend",
-        "scheduler",
-    }
-    return Profile(
-        name=str(data.get("name", path.stem)),
-        description=str(data.get("description", "")),
-        architecture=str(data.get("architecture", "LlamaForCausalLM")),
-        context_length=int(data.get("context_length", 131072)),
-        vocab_size=int(data.get("vocab_size", 128256)),
-        target_linear=target_linear,
-        target_attention=_build(
-            AttentionModel, _section(data, "target_attention", path), "target_attention", path
-        ),
-        draft_linear=_build(
-            LinearModel, _section(data, "draft_linear", path), "draft_linear", path
-        ),
-        draft_attention=_build(
-            AttentionModel, _section(data, "draft_attention", path), "draft_attention", path
-        ),
-        overheads=_build(Overheads, _section(data, "overheads", path), "overheads", path),
-        memory=_build(Memory, _section(data, "memory", path), "memory", path),
-        workload=workload,
-        frontend=frontend,
-        scheduling=_build(
-            Scheduling, _optional_section(data, "scheduler", path), "scheduler", path
-        ),
-        source_path=str(path),
-        extra={k: v for k, v in data.items() if k not in known},
-    )
 
 
 def crossover_table(
