@@ -35,6 +35,7 @@ from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain
 from specbench.report.context import c_star_cells, render_surface_terminal, surface_blocks
 from specbench.report.html import HTML_FILE, figure_markup, render_html
 from specbench.report.plots import FIGURE_NAMES, label, order, plot_run, short_label
+from specbench.report.provenance import measured_on
 from specbench.report.tables import (
     acceptance_by_category,
     category_section,
@@ -261,11 +262,13 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
     """Print the finding, then per prompt set its tables, flags and notes."""
     result = result if result is not None else current_analysis(run)
     if result is not None:
-        body = "\n".join([f"[bold]{result['finding']}[/]", *_applied_lines(result)])
+        body = "\n".join([f"[bold]{result['finding']}[/]", measured_on(run),
+                          *_applied_lines(result)])
         console.print(Panel(body, title="specbench finding", expand=False))
     else:
         console.print(Panel("No crossover: the run needs eagle3 points and baseline or "
-                            "zero-step ones.", title="specbench", expand=False))
+                            f"zero-step ones. {measured_on(run)}", title="specbench",
+                            expand=False))
     for prompt_set in run.prompt_sets:
         rows = level_rows(run, prompt_set, result)
         set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
@@ -452,6 +455,7 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
     out: list[Block] = [Heading(1, f"specbench report: {run.path.name}")]
     if result is not None:
         out.append(Para((("b", "Finding."), ("", " " + result["finding"])), role="finding"))
+        out.append(Para(plain(measured_on(run))))
         out += [Para(plain(text)) for text in _applied_lines(result)]
         out += _summary_section(result)
         out += surface_blocks(result)
@@ -459,6 +463,7 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out.append(Para((("b", "Finding."), ("", " No crossover: this run lacks eagle3 points, "
                                              "or both baseline and zero-step ones.")),
                         role="finding"))
+        out.append(Para(plain(measured_on(run))))
     for prompt_set in run.prompt_sets:
         out += _set_section(run, prompt_set, result)
     out += _figures_section(run, figure_names or [], plot_error)
