@@ -158,9 +158,12 @@ class LoadConfig(_Section):
         2.0, "unmeasured load before each window (GPU seconds)", cli="--warmup-s", ge=0
     )
     # ...and until about this many requests per user have ended (steady state, not the
-    # cold-start prefill wave), capped at warmup_max_s in all.
+    # cold-start prefill wave) and the server answers at its own pace (a first-use compile
+    # is over: load/runner.py), capped at warmup_max_s in all.
     warmup_requests_per_user: float = option(1.0, "warmup: requests ended per user", ge=0)
-    warmup_max_s: float = option(60.0, "warmup cap (GPU seconds)", ge=0)
+    warmup_max_s: float = option(
+        60.0, "warmup cap, first-use compiles included (GPU seconds)", cli="--warmup-max-s", ge=0
+    )
     window_s: float = option(8.0, "measured window per point (GPU seconds)", cli="--window-s", gt=0)
     window_max_requests: int | None = option(None, "end a window after this many requests", ge=1)
     request_timeout_s: float = option(

@@ -1,10 +1,10 @@
-"""When a point is not a measurement: the rule of `sweep.failed_requests` (README, Errors)."""
+"""When a point is not a measurement: the rule of `verdicts.failed_requests` (README, Errors)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from specbench.run.sweep import failed_requests
+from specbench.run.verdicts import failed_requests
 from tests.test_metrics import point, rec
 
 

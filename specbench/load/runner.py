@@ -51,8 +51,9 @@ import numpy as np
 
 from specbench.errors import UserError
 from specbench.load import http1
+from specbench.load.flights import Flight
 from specbench.load.prometheus import GAUGES, GEN_TOKENS, MetricsSnapshot, parse_prometheus
-from specbench.load.protocols import ParsedStream, get_protocol
+from specbench.load.protocols import get_protocol
 from specbench.load.records import LiveView, PointResult, PointSpec, RequestRecord
 
 __all__ = ["LiveView", "LoadError", "MetricsSnapshot", "PointResult", "PointSpec",
@@ -84,33 +85,6 @@ _SSE_TYPE = "text/event-stream"
 
 class LoadError(UserError, ValueError):
     """A point that cannot be run as specified; the message names the cause and the fix."""
-
-
-class _Flight:
-    """A request in progress; the hot path writes only ``times`` and ``reads``."""
-
-    __slots__ = ("error_class", "error_detail", "http_status", "prompt_index", "reads",
-                 "request_id", "status", "t_end", "t_send", "times", "user")
-
-    def __init__(self, request_id: int, user: int, prompt_index: int) -> None:
-        self.request_id = request_id
-        self.user = user
-        self.prompt_index = prompt_index
-        self.t_send = 0.0
-        self.t_end = 0.0
-        self.times: list[float] = []
-        self.reads: list[bytes] = []
-        self.http_status: int | None = None
-        self.status = "ok"
-        self.error_class: str | None = None
-        self.error_detail: str | None = None
-
-    def ended_cleanly(self) -> bool:
-        """Cheap check, without parsing, that the stream reached its [DONE]."""
-        if self.error_class is not None or not self.reads:
-            return False
-        tail = self.reads[-1] if len(self.reads[-1]) >= 16 else b"".join(self.reads[-2:])
-        return tail.rstrip().endswith(b"[DONE]")
 
 
 def failure_backoff_s(failures: int, rng: random.Random) -> float:
@@ -204,8 +178,8 @@ class _Point:
             self.warm_enough.set()
         self.closing = asyncio.Event()
         self.end_reason = "window_s"
-        self.kept: list[_Flight] = []
-        self.current: list[_Flight | None] = [None] * spec.concurrency
+        self.kept: list[Flight] = []
+        self.current: list[Flight | None] = [None] * spec.concurrency
         self.ended = [0] * spec.concurrency  # requests each user has ended (not cancelled)
         self.answered_again = [False] * spec.concurrency  # see answering()
         self.t_start = 0.0
@@ -254,7 +228,7 @@ class _Point:
                 self.cursor += 1
             else:
                 request_id = self.gate.take_id()
-            flight = _Flight(request_id, user, request_id % n_prompts)
+            flight = Flight(request_id, user, request_id % n_prompts)
             self.current[user] = flight
             await self.send(flight)
             self.current[user] = None
@@ -267,7 +241,7 @@ class _Point:
                 failures += 1
                 await asyncio.sleep(failure_backoff_s(failures, self.rng))
 
-    async def send(self, flight: _Flight) -> None:
+    async def send(self, flight: Flight) -> None:
         self.in_flight += 1
         if (self.warm and self.in_flight == self.spec.concurrency and self.window_start is None
                 and self.gate is None):
@@ -327,7 +301,7 @@ class _Point:
                 flight.http_status = response.status
             self.in_flight -= 1
 
-    def finish(self, flight: _Flight) -> None:
+    def finish(self, flight: Flight) -> None:
         """Account for a request that ended (not cancelled)."""
         self.ended[flight.user] += 1
         if self.window_start is None:
@@ -350,7 +324,7 @@ class _Point:
             self.kept.append(flight)  # ended between the close and the cancellation
         self.watch_server(flight)
 
-    def watch_server(self, flight: _Flight) -> None:
+    def watch_server(self, flight: Flight) -> None:
         cls = flight.error_class
         if cls in ("connect", "server_gone"):
             if self.dead_since is None:
@@ -511,52 +485,9 @@ class _Point:
         window_end = self.window_end if self.window_end is not None else float("inf")
         for flight in sorted(self.kept, key=lambda f: f.request_id):
             if flight.t_send < window_end:  # sent after the close: never part of the window
-                out.append(self.record(flight))
+                request = self.spec.requests[flight.prompt_index]
+                out.append(flight.record(request, self.protocol, self.user_offset))
         return out
-
-    def record(self, flight: _Flight) -> RequestRecord:
-        request = self.spec.requests[flight.prompt_index]
-        reads, times = flight.reads, flight.times
-        if flight.status == "cancelled":
-            # Cut at the window's end, the last read may stop inside an event: that is the
-            # cancellation, not a malformed stream.
-            reads, times = _whole_events(reads, times)
-        parsed: ParsedStream = self.protocol.parse(reads, times)
-        status, error_class, error_detail = "ok", flight.error_class, flight.error_detail
-        if flight.status == "cancelled":
-            status = "cancelled"
-            if parsed.error_class in ("malformed_chunk", "server_error"):
-                status, error_class, error_detail = "error", parsed.error_class, parsed.error_detail
-        elif error_class is not None:
-            status = "error"
-        elif parsed.error_class is not None:
-            status, error_class, error_detail = "error", parsed.error_class, parsed.error_detail
-        if status == "cancelled":
-            error_class = error_detail = None
-        return RequestRecord(
-            request_id=flight.request_id,
-            user=flight.user + self.user_offset,
-            prompt_id=request.id,
-            category=request.category,
-            max_tokens=request.max_tokens,
-            t_send=flight.t_send,
-            t_first_token=parsed.t_first_token,
-            t_end=flight.t_end,
-            chunk_t=parsed.chunk_t,
-            chunk_tokens=parsed.chunk_tokens,
-            prompt_tokens=parsed.prompt_tokens,
-            completion_tokens=parsed.completion_tokens,
-            spec_verify_ct=parsed.spec_verify_ct,
-            status=status,
-            error_class=error_class,
-            error_detail=error_detail,
-            finish_reason=parsed.finish_reason,
-            http_status=flight.http_status,
-            n_chunks=parsed.n_events,
-            n_reads=len(flight.reads),
-            token_mismatch=parsed.token_mismatch,
-        )
-
 
 async def _wait_any(events: list[asyncio.Event], timeout_s: float | None) -> None:
     """Return when one of the events is set or after timeout_s, whichever comes first."""
@@ -566,15 +497,6 @@ async def _wait_any(events: list[asyncio.Event], timeout_s: float | None) -> Non
     finally:
         for waiter in waiters:
             waiter.cancel()
-
-
-def _whole_events(reads: list[bytes], times: list[float]) -> tuple[list[bytes], list[float]]:
-    """The reads up to the end of the last complete SSE event (a blank line)."""
-    for index in range(len(reads) - 1, -1, -1):
-        cut = reads[index].rfind(b"\n\n")
-        if cut != -1:
-            return [*reads[:index], reads[index][: cut + 2]], times[: index + 1]
-    return [], []
 
 
 async def run_point(spec: PointSpec, gate: Gate | None = None, user_offset: int = 0

@@ -1,0 +1,124 @@
+"""What a measured point or a started server says about going on: the sweep's verdicts.
+
+- :func:`failed_requests`: a window whose requests all failed, or that got no token, is not a
+  measurement; the sweep stops that configuration with the server's own words.
+- :func:`stalled`: a window with no token while the server counted running requests is a stall
+  (a kernel compiled on first use), not a broken server; the sweep measures it again.
+- :func:`check_context`: prompt sets that cannot fit the server's context are refused before
+  any load.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specbench import metrics, prompts
+from specbench.errors import ConfigError
+from specbench.load import runner
+
+# How much of the server's answer the one-line error quotes.
+_SAID_CHARS = 120
+# Failures that are the server's answer. A timeout is the client's limit (--request-timeout-s)
+# and a refused or reset connection is the dead-server path (restart, or stop): a point that
+# has only those is kept, flagged error_budget.
+_ANSWERED = ("http_status", "malformed_chunk", "server_error", "stream_truncated")
+
+
+def failed_requests(result: runner.PointResult) -> str | None:
+    """What the server said when every request of a point failed; None when any succeeded.
+
+    A point whose requests all failed measures nothing (0 tok/s is not the server's speed), so
+    the sweep stops that configuration instead of recording it. Success is a request that
+    ended "ok": requests cut by the window's end do not count either way (a stream that breaks
+    halfway looks healthy until then). Failed: none succeeded and the server answered some
+    with a failure (`_ANSWERED`), or none was sent in the window (every user backing off) after
+    a warmup where all failed, or none got a single token inside the window (a server that
+    accepts requests and never answers, or whose streams all stalled: they time out or are cut
+    at the window's end). The quote is the most
+    common answered failure: its HTTP status and the start of the server's error body, or the
+    parser's reason for a stream that is not what SGLang sends.
+    """
+    records = result.records
+    if any(r.status == "ok" for r in records):
+        return None
+    errors = [r for r in records if r.status == "error" and r.error_class in _ANSWERED]
+    if not records:
+        if result.warmup_records and result.warmup_errors == result.warmup_records:
+            return (f"all {result.warmup_records} requests of the warmup failed and none was "
+                    "sent in the window")
+        return None
+    if not errors:
+        start, end = result.window_start, result.window_end
+        if any(metrics.window_tokens(r.chunk_t, r.chunk_tokens, start, end) > 0
+               for r in records):
+            return None  # streams were flowing when the window cut them: a slow server
+        return (f"the server sent no token to any of {len(records)} requests in "
+                f"{result.window_wall_s:.0f} s of the window, so the point is not a "
+                "measurement; it accepts requests but does not answer them (or its streams "
+                "stalled)")
+    classes = [str(r.error_class) for r in errors]
+    worst = max(sorted(set(classes)), key=classes.count)
+    first = next(r for r in errors if r.error_class == worst)
+    detail = " ".join((first.error_detail or "").split())
+    if detail.startswith("HTTP ") and ": " in detail:
+        head, body = detail.split(": ", 1)
+        quote = f"{head}: {body[:_SAID_CHARS]}"
+    else:
+        quote = f"{worst}: {detail[:_SAID_CHARS]}" if detail else worst
+    n = sum(r.status == "error" for r in records)
+    return (f"all {n} requests in the window failed ({worst}), so the point is not a "
+            f"measurement; the server said {quote}")
+
+
+def stalled(result: runner.PointResult) -> str | None:
+    """Why a window measured nothing although the server was working on requests, or None.
+
+    No token reached any request in the window while the server's own gauge counted running
+    requests: the server was busy elsewhere, as SGLang is while it compiles a kernel on first
+    use (FlashInfer's cascade module at the first prefix-cache hit: 8-9 s on an H200). That
+    is a warmup that ended too soon, not a broken server.
+    """
+    records, start, end = result.records, result.window_start, result.window_end
+    if not records or any(metrics.window_tokens(r.chunk_t, r.chunk_tokens, start, end) > 0
+                          for r in records):
+        return None
+    running = [s.values.get("sglang:num_running_reqs", 0.0) for s in result.gauges]
+    for snap in (result.metrics_before, result.metrics_after):
+        if snap is not None:
+            running.append(snap.values.get("sglang:num_running_reqs", 0.0))
+    if max(running, default=0.0) <= 0:
+        return None
+    # The stall began at the last token any request got (or at the oldest request's send).
+    last = [float(r.chunk_t[-1]) for r in records if len(r.chunk_t)]
+    since = max(last) if last else min(r.t_send for r in records)
+    return (f"the server sent no token to any of {len(records)} requests for "
+            f"{end - since:.1f} s (the whole {result.window_wall_s:.1f}-s window) while it "
+            f"counted up to {max(running):.0f} running requests: a stall, such as a kernel "
+            "compiled on first use")
+
+
+def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> None:
+    """Refuse, before any load, prompt sets whose prompts cannot fit the server's context.
+
+    SGLang answers 400 when prompt + max_tokens exceeds the context length (unless it runs
+    with --allow-auto-truncate); every such request would count as an error. Prompt sizes are
+    estimated (about 4 characters per token), so only requests past the limit are named.
+    """
+    context = info.get("context_length")
+    if not isinstance(context, int):  # not set at launch: the model's own (from /v1/models)
+        context = info.get("max_model_len")
+    if not isinstance(context, int) or info.get("allow_auto_truncate"):
+        return
+    lines = []
+    for name, ps in sets.items():
+        over = [r for r in ps.requests if r.est_input_tokens + r.max_tokens > context]
+        if over:
+            worst = max(over, key=lambda r: r.est_input_tokens + r.max_tokens)
+            lines.append(
+                f"prompt set {name}: {len(over)} of {len(ps.requests)} requests need more than "
+                f"the server's context length {context} (longest {worst.id}: about "
+                f"{worst.est_input_tokens} prompt + {worst.max_tokens} output tokens); raise "
+                "--context-length, launch with --allow-auto-truncate or drop those prompts"
+            )
+    if lines:
+        raise ConfigError("\n".join(lines))
