@@ -1,4 +1,4 @@
-"""The README's layout map ("For developers: the layout") names every file of the package, once,
+"""The layout map (docs/layout.md, "One line per file") names every file of the package, once,
 and nothing that is not there; the package's root stays small and each package says what it is.
 """
 
@@ -14,8 +14,8 @@ ROOT_MODULES_MAX = 12
 
 
 def _map_lines() -> list[str]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## For developers: the layout", 1)[1]
+    text = (REPO / "docs" / "layout.md").read_text()
+    section = text.split("## One line per file", 1)[1]
     block = section.split("```\n", 2)[1]
     assert block.startswith("specbench/\n")
     return block.splitlines()
