@@ -212,15 +212,18 @@ def resolve(
     return wanted
 
 
-def auto_plan(cfg: SweepConfig, grid_given: bool) -> Literal["dense", "adaptive"]:
+def auto_plan(cfg: SweepConfig, grid_given: bool) -> Literal["auto", "dense", "adaptive"]:
     """What `--plan auto` runs. Adaptive (benchmarks/README.md, adaptive_plan.py: 42% of the
     dense grid's GPU-seconds for the same decisions) where it can run: the default grid
     (levels someone listed are measured), one server at a time, a decision's two servers in
-    the modes and no tuned server (its schedule needs every K at every level)."""
+    the modes and no tuned server (its schedule needs every K at every level). For real SGLang
+    it stays "auto": the launch time decides (run/plan.py, plan_for_launch)."""
     one_at_a_time = cfg.executor != "ray" and len(cfg.gpu_slots()) <= 1 and not cfg.only_config
     paired = any(set(pair) <= set(cfg.modes) for pair in configurations.DECISION_PAIRS.values())
     if grid_given or not one_at_a_time or not paired or "tuned" in cfg.modes:
         return "dense"
+    if cfg.engine == "sglang":  # launches cost minutes: run/plan.py weighs them (plan_for_launch)
+        return "auto"
     return "adaptive"
 
 

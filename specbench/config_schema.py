@@ -278,8 +278,18 @@ class SweepConfig(_Section):
         "adaptive: the grid's middle level, then one level per decision and round, bisecting "
         "its crossing on its two servers, T after c* (run/adaptive.py); dense: every level on "
         "every server; auto: adaptive for the default grid, one server at a time, "
-        "with a decision's two servers in --modes and no tuned server, dense otherwise",
+        "with a decision's two servers in --modes and no tuned server, dense otherwise; on "
+        "--engine sglang also dense when a launch takes longer than the break-even (the first "
+        "server's launch, or --launch-s)",
         cli="--plan",
+    )
+    launch_s: float | None = option(
+        None,
+        "--plan auto on --engine sglang: seconds one server takes to launch, to choose the "
+        "plan before any launch",
+        cli="--launch-s",
+        help_default="the first server's measured launch",
+        gt=0,
     )
     budget_gpu_min: float | None = option(
         None,

@@ -1,4 +1,4 @@
-"""The public summary format, pinned by a literal list (README "Summary columns").
+"""The public summary format, pinned by a literal list (docs/reading-results.md, "Summary columns").
 
 The list is written out here, not imported: renaming a column in the code must fail this test.
 Each column is checked on real measured points (the runner against the fake SGLang server,

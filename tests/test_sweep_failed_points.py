@@ -1,4 +1,4 @@
-"""When a point is not a measurement: the rule of `verdicts.failed_requests` (README, Errors)."""
+"""When a point is not a measurement: the rule of `verdicts.failed_requests` (docs/errors.md)."""
 
 from __future__ import annotations
 

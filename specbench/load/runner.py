@@ -28,7 +28,7 @@ outside the measured window: benchmarks/README.md has the numbers that chose thi
 The runner never raises on a bad response. Each failure is classified (see
 ``protocols.ERROR_CLASSES``) and counted, and the users keep going, but not in a tight loop: a
 user whose request failed waits before its next one, 0.1 s doubling to 2 s with jitter, and
-a request that succeeds resets the wait (README, Errors). A server answering 500 at once would
+a request that succeeds resets the wait (docs/errors.md). A server answering 500 at once would
 otherwise get thousands of requests a second per user. When for ``dead_server_s`` nothing but
 connection failures came back, the server is gone: the point ends early with
 ``server_gone=True`` so the caller can stop the sweep instead of spinning.

@@ -80,6 +80,9 @@ def execute(sweep: Sweep) -> None:
                              launch_estimate_s=sweep.engine.start_estimate_s)
     progress.gpu_spent_s = lambda: sum(t.total_gpu_s for t in gpu_time(sweep.manifest).values())
     with progress:
+        if cfg.plan == "auto":  # real SGLang: the launch time decides (run/plan.py)
+            sweep.choose_plan(progress)
+            cfg = sweep.cfg
         slots = cfg.gpu_slots()
         if cfg.executor == "ray":
             RayRunner(sweep, slots).run(progress)

@@ -65,6 +65,38 @@ def point_estimate_s(cfg: SweepConfig, engine: Engine) -> float:
     return (cfg.load.warmup_s + cfg.load.window_s) / engine.time_scale + 1.0
 
 
+# Servers a run of the adaptive plan launches on the default grid: the median of 10 seeds of
+# benchmarks/adaptive_plan.py (the dense grid launches one per configuration).
+ADAPTIVE_LAUNCHES = 7
+
+
+def break_even_launch_s(cfg: SweepConfig, engine: Engine) -> float:
+    """The launch time above which the dense grid holds the GPUs for less time than the
+    adaptive plan: the adaptive plan measures fewer points but launches more servers."""
+    names = [c.name for c in cfg.configurations]
+    n_sets = len(cfg.measured_sets)
+    dense_points = len(set(cfg.concurrency)) * n_sets * len(names)
+    saved_points = dense_points - adaptive.estimated_points(cfg.concurrency, n_sets, names)
+    extra_launches = ADAPTIVE_LAUNCHES - len(names)
+    if extra_launches <= 0:
+        return float("inf")
+    return saved_points * point_estimate_s(cfg, engine) * engine.time_scale / extra_launches
+
+
+def plan_for_launch(cfg: SweepConfig, engine: Engine, launch_s: float,
+                    measured: bool) -> tuple[str, str]:
+    """(plan, why) for `--plan auto` on a server that takes `launch_s` to launch."""
+    limit = break_even_launch_s(cfg, engine)
+    what = "the first server launched" if measured else "--launch-s says a launch takes"
+    if launch_s < limit:
+        return "adaptive", (f"adaptive plan: {what} in {launch_s:.0f} s, under the "
+                            f"{limit:.0f}-s break-even above which the dense grid's fewer "
+                            "launches cost less than the points the adaptive plan saves")
+    return "dense", (f"dense plan: {what} in {launch_s:.0f} s, over the {limit:.0f}-s "
+                     f"break-even: the adaptive plan's ~{ADAPTIVE_LAUNCHES} launches would "
+                     "cost more than the points it saves")
+
+
 def estimate_s(cfg: SweepConfig, engine: Engine, n_points: int) -> float:
     launches = len(cfg.configurations)
     return n_points * point_estimate_s(cfg, engine) + launches * engine.start_estimate_s
@@ -131,6 +163,11 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
         n_points = adaptive.estimated_points(cfg.concurrency, len(sets),
                                              [c.name for c in cfg.configurations])
         about = "about "
+    if cfg.plan == "auto":
+        console.print(f"  auto plan: adaptive if a launch takes under "
+                      f"{break_even_launch_s(cfg, engine):.0f} s, else dense; decided from "
+                      f"{'--launch-s' if cfg.launch_s else 'the first server launch'} "
+                      "(the points below are the dense grid's)")
     minutes = estimate_s(cfg, engine, n_points) / 60
     gpu_minutes = estimate_gpu_s(cfg, engine, n_points) / 60
     console.print(f"{about}{n_points} points in all; estimated {minutes:.1f} min, "

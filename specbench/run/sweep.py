@@ -216,6 +216,25 @@ class Sweep:
         if not keep_last:
             self.stop_server()
 
+    def choose_plan(self, progress: SweepProgress) -> None:
+        """`--plan auto` on real SGLang: dense or adaptive from the launch time (--launch-s, or
+        the first server's, kept up to measure first), recorded in the manifest."""
+        from specbench.run.plan import plan_for_launch
+
+        launch_s, measured = self.cfg.launch_s, False
+        if launch_s is None:
+            first = next(c for c in self.cfg.configurations
+                         if not self.cfg.waits_for_analysis(c))
+            schedule, names = next(iter(self._server_groups(first).items()))
+            progress.launching(first.name, server_log(self.run_dir, first.name))
+            self._start(first, schedule, names, None)  # measures first: run_configurations
+            launch_s, measured = self._launches(first.name)[-1], True
+        plan, why = plan_for_launch(self.cfg, self.engine, launch_s, measured)
+        self.cfg = self.cfg.model_copy(update={"plan": plan})
+        self.manifest.config = self.cfg
+        self.manifest.save(self.run_dir)
+        self.console.print(why, highlight=False)
+
     def _launches_left(self, configs: list[ServerConfiguration], done: set[PointKey]) -> int:
         """Servers still to start for `configs`: one per schedule with points left; a dynamic
         server whose thresholds are not known yet counts one per prompt set."""

@@ -30,7 +30,7 @@ from tests.load.fakeserver import FakeOptions, FakeSGLang, fake_in_thread
 from tests.load.test_runner import spec_for
 
 USERS = 2
-# Backoff after a failed request: 0.1 s doubling to 2 s (README, Errors), so a user sends at
+# Backoff after a failed request: 0.1 s doubling to 2 s (docs/errors.md), so a user sends at
 # most ~2 requests a second over a point's first seconds and fewer after. Without it, 2 users
 # sent about 2,900 requests per user per second to a server answering 500 at once.
 MAX_REQUESTS_PER_USER_S = 4.0
