@@ -99,9 +99,14 @@ def test_flags_on_the_deciding_points_are_noted(tmp_path: Path) -> None:
     run = load_run(make_run(tmp_path, static_curves(ratio_crossing_at(1000.0)), flags=flags))
     notes = analyze(run)["prompt_sets"]["coding"]["notes"]
     # Always-wins is decided at the top level: its flag is noted, the one at c=1 is not.
-    assert len(notes) == 1
-    assert notes[0].startswith("the highest-load points, where the baseline should win, carry "
-                               "flags (baseline c=128: client_bound;too_few_requests)")
+    flagged = [n for n in notes if "carry flags" in n]
+    assert len(flagged) == 1
+    assert flagged[0].startswith("the highest-load points, where the baseline should win, carry "
+                                 "flags (baseline c=128: client_bound;too_few_requests)")
+    # The user listed these levels (dense plan): the crossing above the top is theirs to find.
+    assert notes[0] == ("EAGLE-3 still beats the baseline at 128, the largest level listed, so "
+                        "the crossing lies above it; add a higher level (--concurrency) to "
+                        "locate it")
 
 
 def test_noisy_curve_crossing_twice_uses_the_last_crossing(tmp_path: Path) -> None:
@@ -197,10 +202,12 @@ def test_without_a_mix_there_is_no_mixed_recommendation(tmp_path: Path) -> None:
     assert result["prompt_sets"]["agentic"]["threshold_batch_size"] == 8
     assert result["recommended_threshold"] is None
     assert result["recommendation_source"] is None and result["mix"] is None
-    assert ("Per-set thresholds (batch size): agentic 8, coding 32; a mixed-deployment "
-            "threshold needs a measured mix (--mix agentic=0.5,coding=0.5)") in result["finding"]
+    assert result["finding"].endswith(
+        "One threshold for all sets needs a measured mix (--mix agentic=0.5,coding=0.5).")
     text = analysis.threshold_summary(load_run(tmp_path / "run"), result)
     assert "recommended threshold" not in text and "--mix" in text
+    assert ("Per-set thresholds (batch size): agentic 8, coding 32; a mixed-deployment "
+            "threshold needs a measured mix (--mix agentic=0.5,coding=0.5)") in text
 
 
 def test_a_set_where_eagle3_never_wins(tmp_path: Path) -> None:
@@ -208,9 +215,15 @@ def test_a_set_where_eagle3_never_wins(tmp_path: Path) -> None:
               **static_curves(lambda c: 0.9, "agentic")}
     result = analyze(load_run(make_run(tmp_path, curves)))
     assert result["prompt_sets"]["agentic"]["threshold_batch_size"] == 1
-    assert result["finding"].startswith("EAGLE-3 never wins (agentic)")
-    assert "EAGLE-3 wins below 32 concurrent requests (coding" in result["finding"]
-    assert "agentic 1, coding 32" in result["finding"]
+    # One short sentence per decision: T (here from c*: no zero-step curve), then c*.
+    assert result["finding"].startswith(
+        "agentic: never draft (threshold 1), from c* (no zero-step curve was measured). "
+        "agentic: a plain server is ")
+    assert "faster than speculative decoding at every level measured (1–128): serve without " \
+        "it. coding: stop drafting at batch size 32, from c*" in result["finding"]
+    assert "coding: above c* = 32 concurrent requests (95% interval " in result["finding"]
+    # The why stays in each set's sentence.
+    assert "EAGLE-3 never wins (agentic)" in result["prompt_sets"]["agentic"]["sentence"]
 
 
 def test_envelope_efficiency_including_straddle_levels(tmp_path: Path) -> None:

@@ -56,11 +56,15 @@ def test_report_leads_with_the_finding_then_tables_figures_categories_flags(
     assert path == run.path / "report.md"
     first_para = text.split("\n\n")[1]
     assert first_para.startswith("**Finding.**")
-    assert "EAGLE-3 wins below 32 concurrent requests (coding" in first_para
-    assert "EAGLE-3 wins below 12 concurrent requests (agentic" in first_para
-    # Two sets and no mix: the per-set thresholds, and that a mixed one needs --mix.
-    assert "Per-set thresholds (batch size): agentic 12, coding 32" in first_para
-    assert "--mix agentic=0.5,coding=0.5" in first_para
+    # One short sentence per decision; the why is in each set's own section.
+    assert "coding: above c* = 32 concurrent requests (95% interval " in first_para
+    assert "agentic: stop drafting at batch size 12, from c*" in first_para
+    assert "EAGLE-3 wins below 32 concurrent requests (coding" not in first_para
+    coding_section = text.split("\n## coding\n", 1)[1]
+    assert coding_section.lstrip().startswith("EAGLE-3 wins below 32 concurrent requests (coding")
+    # Two sets and no mix: a mixed threshold needs --mix.
+    assert "One threshold for all sets needs a measured mix (--mix agentic=0.5,coding=0.5)." \
+        in first_para
     # Summary row per set, then a table per set with the measured numbers.
     assert re.search(r"\| coding \| 32 \| – \| – \| 32\.0 \| [\d.]+–[\d.]+ \| – \| 25%–67% \|",
                      text)
@@ -124,8 +128,8 @@ def test_terminal_shows_finding_first_and_the_table(tmp_path: Path) -> None:
     console = Console(record=True, width=160, color_system=None)
     report.render_terminal(run, console)
     out = console.export_text()
-    assert out.index("EAGLE-3 wins below 12 concurrent requests") < out.index("┃   c")
-    assert "a mixed-deployment threshold needs a measured mix" in re.sub(r"[│\s]+", " ", out)
+    assert out.index("agentic: above c* = 12 concurrent requests") < out.index("┃   c")
+    assert "One threshold for all sets needs a measured mix" in re.sub(r"[│\s]+", " ", out)
     # coding c=16: r = 1 + 0.2 * log2(32/16) = 1.2
     assert re.search(r"│\s+16 │\s+1,920 │\s+2,304 │\s+1\.20 │", out)
     assert "flags at c=128: client_bound (E3)" in out

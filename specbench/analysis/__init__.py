@@ -53,6 +53,11 @@ recommendation beyond the per-set thresholds), and across **context buckets**
 (:mod:`.surface`: a run with ``--context-lengths`` analyses each ``set@bucket`` as a set; the
 ``context_surface`` puts a set's buckets side by side).
 
+In words (:mod:`.text`): the ``finding`` is one short sentence per decision (each set's T, then
+its c*, with their intervals), then the mixed-deployment one; each set's ``sentence`` says why.
+A decision's ``notes`` are for what the user can act on: advice to add a level only where the
+user listed the grid, never about levels the adaptive plan chose (:class:`.crossover.Grid`).
+
 :func:`analyze` returns what ``analysis.json`` holds (keys are strings, no NaN), so the
 in-memory result and the file read back by :func:`specbench.results.load_run` are the same.
 :func:`point_means` is the per-level view of a run shared by the figures, report and notebook.

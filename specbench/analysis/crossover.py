@@ -4,10 +4,16 @@ The two decisions of a prompt set are the same computation on different pairs
 (:data:`PLAIN` and :data:`ONE_SERVER`): r(c) = EAGLE-3 tok/s / other tok/s at the levels both
 measured, c* by :func:`specbench.stats.find_crossing`, its interval from draws of the ratio
 curve (:mod:`.intervals`), and c* mapped to the batch size the two servers ran at.
+
+Its notes tell who chose the levels (:class:`Grid`): a note asks for another level only where
+the user listed the grid (``--concurrency`` with the dense plan). Where the tool chose them
+(the adaptive plan placing levels by bisection, or the default grid), the plan already stopped
+where the decision was bracketed, so a note says only what a crossing at the grid's edge means.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +52,27 @@ PLAIN = Pair("eagle3", "baseline", "r(c)", "the baseline")
 ONE_SERVER = Pair("eagle3", "zero-step", "EAGLE-3 / zero-step", "the zero-step path")
 
 
+@dataclass(frozen=True)
+class Grid:
+    """The levels a run could measure, and who chose the ones it measured.
+
+    `listed`: the user listed the levels and a dense plan measured each (a ``--concurrency``
+    other than the default); only then may a note ask for another level. `adaptive`: the
+    adaptive plan chose the levels inside the grid itself, stopping once each decision was
+    bracketed. The default grid is the tool's, whichever plan measured it.
+    """
+
+    levels: tuple[int, ...]
+    listed: bool
+    adaptive: bool = False
+
+    @classmethod
+    def of(cls, levels: Sequence[int], plan: str, default: Sequence[int]) -> Grid:
+        grid = tuple(sorted(set(levels)))
+        adaptive = plan == "adaptive"
+        return cls(grid, not adaptive and grid != tuple(sorted(set(default))), adaptive)
+
+
 def shared_levels(
     pair: Pair, prompt_set: str, num: dict[int, LevelStats], den: dict[int, LevelStats],
     where: str, notes: list[str],
@@ -69,6 +96,25 @@ def shared_levels(
     return levels
 
 
+def _edge_meaning(level: int, above: bool, grid: Grid) -> str:
+    """What a 95% interval reaching `level`, the highest (`above`) or lowest level measured,
+    means where the tool chose the levels. At the grid's edge it says only that: the tool
+    measures nothing beyond its grid. Inside the grid, that repeats narrow the interval: the
+    plan places levels, never repeats."""
+    side = "above" if above else "below"
+    at_edge = level >= grid.levels[-1] if above else level <= grid.levels[0]
+    if not at_edge:
+        return (f"the 95% interval reaches {level}, the {'highest' if above else 'lowest'} "
+                f"level measured, so the crossing may lie {side} it; repeats (--repeats 3) "
+                "narrow the interval")
+    which = "largest" if above else "smallest"
+    if not above and level <= 1:
+        return (f"the 95% interval reaches {level}, the grid's {which} level: EAGLE-3 may not "
+                "be ahead at any level")
+    return (f"the 95% interval reaches {level}, the grid's {which} level: the crossing may lie "
+            f"{side} it")
+
+
 @dataclass(frozen=True)
 class _Outcome:
     """What the outcome of one decision sets: its threshold and the points that decide it."""
@@ -81,7 +127,7 @@ class _Outcome:
 
 def _crossover_fields(
     crossing: Crossing, boot_c: np.ndarray, levels: list[int], batch: list[float],
-    pair: Pair, notes: list[str],
+    pair: Pair, notes: list[str], grid: Grid,
 ) -> _Outcome:
     assert crossing.crossover_concurrency is not None and crossing.bracket is not None
     c_star = crossing.crossover_concurrency
@@ -94,18 +140,22 @@ def _crossover_fields(
         "threshold_interval": [threshold_from_batch(batch_at(levels, batch, lo)),
                                threshold_from_batch(batch_at(levels, batch, hi))],
     }
-    if hi >= levels[-1] or lo <= levels[0]:
+    if grid.listed and (hi >= levels[-1] or lo <= levels[0]):
         notes.append(
             "the interval reaches the edge of the measured grid, so the crossing may lie "
             "outside it; add levels beyond the edge or repeats (--repeats 3)"
         )
+    elif not grid.listed:
+        notes += [_edge_meaning(levels[-1], True, grid)] if hi >= levels[-1] else []
+        notes += [_edge_meaning(levels[0], False, grid)] if lo <= levels[0] else []
     low_c, high_c = crossing.bracket
     if crossing.n_crossings > 1:
         notes.append(
             f"{pair.ratio_name} crosses 1 from above {crossing.n_crossings} times; the last "
             f"crossing (c={low_c}→{high_c}), after which EAGLE-3 stays behind, is used"
         )
-    if not crossing.confirmed:
+    if not crossing.confirmed and grid.listed:
+        # Where the tool chose the levels it stopped at the bracket on purpose: nothing to add.
         notes.append(
             f"the crossing lies between the two highest levels ({low_c} and "
             f"{high_c}), so no further level confirms it; add a higher level"
@@ -116,10 +166,14 @@ def _crossover_fields(
 
 def _outcome(
     crossing: Crossing, boot_c: np.ndarray, levels: list[int], batch: list[float],
-    ratio: list[float], pair: Pair, notes: list[str],
+    ratio: list[float], pair: Pair, notes: list[str], grid: Grid,
 ) -> _Outcome:
     """Threshold, interval (for a crossover) and the notes that belong to the outcome."""
     if crossing.outcome == "eagle3_never_wins":
+        if grid.listed and levels[0] > 1:
+            notes.append(f"{pair.den_words} is as fast as EAGLE-3 already at {levels[0]}, the "
+                         "smallest level listed; add a lower level (--concurrency) to see "
+                         "whether EAGLE-3 wins below it")
         return _Outcome({}, 1, [levels[0]],
                         "the lowest-load points, where EAGLE-3 should win most,")
     if crossing.outcome == "eagle3_always_wins":
@@ -127,14 +181,18 @@ def _outcome(
             below = [c for c, r in zip(levels, ratio, strict=True) if r < 1.0]
             notes.append(f"{pair.ratio_name} dips below 1 at c={below} but EAGLE-3 is ahead "
                          "again at the top level; treated as noise, no switch-off")
+        if grid.listed:
+            notes.append(f"EAGLE-3 still beats {pair.den_words} at {levels[-1]}, the largest "
+                         "level listed, so the crossing lies above it; add a higher level "
+                         "(--concurrency) to locate it")
         return _Outcome({}, levels[-1] + 1, [levels[-1]],
                         f"the highest-load points, where {pair.den_words} should win,")
-    return _crossover_fields(crossing, boot_c, levels, batch, pair, notes)
+    return _crossover_fields(crossing, boot_c, levels, batch, pair, notes, grid)
 
 
 def _reliability_notes(
     summary: pd.DataFrame, prompt_set: str, pair: Pair, decided: _Outcome, levels: list[int],
-    methods: list[str], support: float,
+    methods: list[str], support: float, grid: Grid,
 ) -> list[str]:
     """Notes on how far the outcome can be trusted: flags, a single level, no spread, support."""
     notes = []
@@ -147,10 +205,17 @@ def _reliability_notes(
         notes.append(f"{decided.what} carry flags ({'; '.join(raised)}); check them (see the "
                      "report's Flags section) before trusting the outcome")
     if len(levels) == 1:
+        if grid.adaptive and len(grid.levels) > 1:
+            fix = ("the adaptive plan placed no more (its --budget-gpu-min was spent, or the "
+                   "run stopped: --resume continues it)")
+        elif grid.listed or len(grid.levels) <= 1:
+            fix = "sweep several levels, e.g. --concurrency 1,8,64,250"
+        else:
+            fix = ("at the grid's other levels one of the two has no point (--resume measures "
+                   "the missing ones)")
         notes.append(
             f"only one concurrency level (c={levels[0]}) was measured in both {pair.num} and "
-            f"{pair.den}, so the crossover cannot be located; sweep several levels, e.g. "
-            "--concurrency 1,8,64,250"
+            f"{pair.den}, so the crossover cannot be located; {fix}"
         )
     if methods == ["none"]:
         notes.append("no repeats, time slices or CI columns: the interval has zero width")
@@ -168,9 +233,13 @@ def decide(
     summary: pd.DataFrame, prompt_set: str, pair: Pair, stats: tuple[dict[int, LevelStats],
                                                                      dict[int, LevelStats]],
     levels: list[int], *, seed: int, resamples: int, requests: PairedRequests | None = None,
+    grid: Grid | None = None,
 ) -> dict[str, Any]:
-    """The crossing of EAGLE-3 with `pair.den` for one prompt set, as analysis.json keys."""
+    """The crossing of EAGLE-3 with `pair.den` for one prompt set, as analysis.json keys.
+
+    `grid` says who chose the levels (None: the user, the levels measured being theirs)."""
     notes: list[str] = []
+    grid = grid if grid is not None else Grid(tuple(levels), listed=True)
     curve = ratio_curve(stats[0], stats[1], levels, requests, (pair.num, pair.den), prompt_set)
     crossing = find_crossing(levels, curve.ratio)
     draws = ratio_draws(curve, seed=seed, resamples=resamples)
@@ -182,9 +251,10 @@ def decide(
             f"the server reported more running requests than there were users at c={over}; "
             "batch sizes were capped at c (check the server's running-requests metric)"
         )
-    decided = _outcome(crossing, boot_c, levels, batch, curve.ratio, pair, notes)
+    decided = _outcome(crossing, boot_c, levels, batch, curve.ratio, pair, notes, grid)
     methods = _methods(curve)
-    notes += _reliability_notes(summary, prompt_set, pair, decided, levels, methods, support)
+    notes += _reliability_notes(summary, prompt_set, pair, decided, levels, methods, support,
+                                grid)
     ratio_band = band(draws)
     return {
         "outcome": crossing.outcome,

@@ -6,10 +6,11 @@ from typing import Any
 
 from specbench.analysis import context, text
 from specbench.analysis import schedule as schedule_mod
-from specbench.analysis.crossover import ONE_SERVER, PLAIN, decide, shared_levels
+from specbench.analysis.crossover import ONE_SERVER, PLAIN, Grid, decide, shared_levels
 from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
 from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
 from specbench.analysis.intervals import PairedRequests
+from specbench.config import DEFAULT_CONCURRENCY
 from specbench.results import Run
 
 DYNAMIC = "dynamic"
@@ -17,6 +18,12 @@ DYNAMIC = "dynamic"
 
 NO_BASELINE = ("no baseline curve: the plain-server crossover needs one (add baseline to "
                "--modes)")
+
+
+def grid_of(run: Run) -> Grid:
+    """The run's grid and who chose its levels (the notes advise levels only on a user's)."""
+    cfg = run.manifest.config
+    return Grid.of(cfg.concurrency, cfg.plan, DEFAULT_CONCURRENCY)
 
 
 def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, LevelStats]]:
@@ -49,14 +56,14 @@ def _one_server(
                 "threshold_batch_size": None, "efficiency": {}, "notes": [
                     f"{why}; the threshold falls back to the baseline crossover"]}
     out = decide(run.summary, prompt_set, ONE_SERVER, (spec, zero), levels,
-                 seed=seed + 1, resamples=resamples, requests=requests)
+                 seed=seed + 1, resamples=resamples, requests=requests, grid=grid_of(run))
     out["notes"] = notes + out["notes"]
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     relative = relative_to_best(dynamic, {ONE_SERVER.num: means(spec), ONE_SERVER.den: means(zero)},
                                 paired=requests.versus(DYNAMIC, prompt_set))
-    if relative.outside:
-        out["notes"].append("dynamic levels outside the static grid have no efficiency value: "
-                            f"{relative.outside}")
+    # A dynamic level outside both static curves has no value; its table cell says so, and
+    # there is nothing to do about it (the adaptive plan measures the dynamic server at every
+    # level placed for the set, each static pair only at its own).
     out.update(efficiency=relative.by_level, efficiency_interpolated=relative.interpolated,
                efficiency_min=relative.minimum)
     out["claim"] = text.one_server_claim(prompt_set, out)
@@ -96,15 +103,12 @@ def analyze_prompt_set(
     notes: list[str] = []
     levels = shared_levels(PLAIN, prompt_set, spec, base, str(run.path), notes)
     out = decide(run.summary, prompt_set, PLAIN, (spec, base), levels,
-                 seed=seed, resamples=resamples, requests=requests)
+                 seed=seed, resamples=resamples, requests=requests, grid=grid_of(run))
     out["notes"] = notes + out["notes"]
     # The envelope against both plain curves, as before the zero-step curve existed.
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     envelope = relative_to_best(dynamic, {PLAIN.den: means(base), PLAIN.num: means(spec)},
                                 paired=requests.versus(DYNAMIC, prompt_set))
-    if envelope.outside:
-        out["notes"].append("dynamic levels outside the static grid have no envelope value: "
-                            f"{envelope.outside}")
     out.update(envelope_efficiency=envelope.by_level, envelope_interpolated=envelope.interpolated,
                envelope_min=envelope.minimum)
     out["claim"] = text.plain_claim(prompt_set, out)

@@ -95,11 +95,62 @@ def set_sentence(entry: Mapping[str, Any]) -> str:
     return f"One server: {one['sentence']}. Plain server: {plain['sentence']}{tail}"
 
 
+def _interval(d: Mapping[str, Any]) -> str:
+    lo, hi = d["interval"]
+    return f"95% interval {c_words(lo)}–{c_words(hi)}"
+
+
+def one_server_finding(prompt_set: str, entry: Mapping[str, Any]) -> str:
+    """The one-server decision (T) of a set in one short sentence, with its numbers."""
+    one = entry.get("one_server") or {}
+    outcome = one.get("outcome")
+    if outcome is None:  # no zero-step curve: T from where EAGLE-3 meets the baseline
+        t = chosen_threshold(entry)
+        return (f"{prompt_set}: {advice(t, entry['levels'][-1])}, from c* (no zero-step curve "
+                "was measured).")
+    t = one["threshold_batch_size"]
+    if outcome == "crossover":
+        return (f"{prompt_set}: stop drafting at batch size T = {t} (EAGLE-3 falls behind its "
+                f"zero-step path at {c_words(one['crossover_concurrency'])} concurrent "
+                f"requests, {_interval(one)}).")
+    if outcome == "eagle3_never_wins":
+        return (f"{prompt_set}: never draft, T = 1 (the zero-step path is as fast as EAGLE-3 "
+                f"at every level measured, {_grid(one['levels'])}).")
+    return (f"{prompt_set}: keep drafting, T = {t} (EAGLE-3 still beats its zero-step path at "
+            f"{one['levels'][-1]}, the largest level measured).")
+
+
+def plain_finding(prompt_set: str, entry: Mapping[str, Any]) -> str | None:
+    """The plain-server decision (c*) of a set in one short sentence; None without a baseline."""
+    outcome = entry.get("outcome")
+    plain = entry.get("plain_server") or {}
+    faster = list(plain.get("faster_above", {}).values())
+    by = f" {_pct_range(faster)}" if faster else ""
+    if outcome == "crossover":
+        return (f"{prompt_set}: above c* = {c_words(entry['crossover_concurrency'])} concurrent "
+                f"requests ({_interval(entry)}) a separate plain server is{by} faster than "
+                "speculative decoding.")
+    if outcome == "eagle3_never_wins":
+        return (f"{prompt_set}: a plain server is{by} faster than speculative decoding at every "
+                f"level measured ({_grid(entry['levels'])}): serve without it.")
+    if outcome == "eagle3_always_wins":
+        return (f"{prompt_set}: EAGLE-3 beats a plain server at every level measured, up to "
+                f"{entry['levels'][-1]} concurrent requests.")
+    return None
+
+
 def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
             source: str | None, mix: Mapping[str, Any] | None) -> str:
-    """The run's finding: every set's answer, then the mixed-deployment recommendation."""
-    parts = [f"{s['sentence']}." for s in sets.values()]
-    if source == "mix" and recommended is not None:
+    """The run's finding: one short sentence per decision (each set's T, then its c*), then the
+    mixed-deployment recommendation (which is the mix set's T: said once). The why (claims,
+    prompt lengths) is each set's `sentence`, which the report gives in the set's own
+    section."""
+    mixed = source == "mix" and recommended is not None
+    parts = [sentence for name, s in sets.items()
+             for sentence in (None if mixed and name == MIX_SET
+                              else one_server_finding(name, s), plain_finding(name, s))
+             if sentence]
+    if mixed and recommended is not None:
         top = sets[MIX_SET]["levels"][-1]
         losses = (mix or {}).get("max_loss_by_set", {})
         cost = ", ".join(f"{name} up to {loss:.1%}" for name, loss in losses.items())
@@ -107,8 +158,18 @@ def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
                      + (f"; throughput lost there against each set's better static curve: "
                         f"{cost}." if cost else "."))
     elif source is None:
-        parts.append(per_set_thresholds(sets) + ".")
+        parts.append(_no_mix(sets))
     return " ".join(parts)
+
+
+def _no_mix(sets: Mapping[str, Mapping[str, Any]]) -> str:
+    """The finding's last sentence for several sets and no measured mix."""
+    if any(s.get("context_bucket") for s in sets.values()):
+        return ("SGLang switches by batch size only: deploy the threshold of the context bucket "
+                "your traffic's prompts fall in.")
+    names = [n for n in sets if n != MIX_SET]
+    weights = ",".join(f"{n}={1 / len(names):.2g}" for n in names)
+    return f"One threshold for all sets needs a measured mix (--mix {weights})."
 
 
 def per_set_thresholds(sets: Mapping[str, Mapping[str, Any]]) -> str:
