@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# One call on a device machine that starts bare and goes back 30 s after a call: set up (or find
+# set up), run the FlashInfer sweeps in the background, wait, and leave what was measured in $OUT.
+#
+# Usage, as the device command (the checkout's tree is there; BUNDLE and KIT carried in, e.g. an
+# ignored .gpu/ folder holding the bundle from the kit's build-bundle.sh, the kit's
+# build_constructed_models.py and tokenizer/, and runs.tar.xz / kernel-cache.tar.xz brought
+# back by an earlier call):
+#   WAIT_S=540 bash benchmarks/gpu/device_call.sh .gpu
+# A call carries 64 MiB: the bundle (55 MB), the kit (2 MB), the tracked files without results/
+# (4.5 MB) and a runs.tar.xz (4-8 MB) just fit; results/ (29 MB) must be out of the checkout
+# while a call that carries the bundle is sent (move it aside and back). Issue the next call at
+# once when one returns: 30 s later the machine and everything on it are gone (stop 36 lost its
+# third call's machine that way), and this script then starts over from the carried runs.tar.xz.
+#
+# - On a bare machine (no /tmp/sb/started): unpack SGLang (the kit's run-sglang.sh), build the
+#   constructed 8B pair, restore runs.tar.xz and kernel-cache.tar.xz if carried, and start
+#   PLAN (default: this script's `plan` below) under setsid, so it outlives the call.
+# - On a machine a previous call set up (still warm: the next call came within 30 s), it only
+#   waits: the sweeps go on where they are, servers up, caches warm.
+# - Either way it sleeps WAIT_S, then writes $OUT/runs.tar.xz (every run directory, resumable),
+#   $OUT/session.log and, with FINAL=1, $OUT/kernel-cache.tar.xz. A run cut short by a lost
+#   machine resumes from the last runs.tar.xz: h200_sweep.sh resumes a run directory it finds.
+set -u
+KIT=$(cd "${1:?usage: device_call.sh KIT_DIR}" && pwd)
+REPO=$(pwd)
+S=/tmp/sb
+log=/tmp/session.log
+
+plan() {  # the runs, in priority order; each resumes what an earlier call left
+  local R=/tmp/runs N=h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
+  local M=(/tmp/models/target /tmp/models/draft)
+  local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
+  bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
+    --modes baseline,eagle3,zero-step,dynamic
+  bash benchmarks/gpu/h200_sweep.sh "$R/$N-relaunch" "${M[@]}" "${common[@]}" \
+    --modes eagle3,zero-step --concurrency 16,32,64,128
+  bash benchmarks/gpu/h200_sweep.sh "$R/$N-zero-step-extend" "${M[@]}" --plan dense \
+    --warmup-s 2 --window-s 6 --modes zero-step --concurrency 1,16,64,128
+}
+
+if [ ! -f "$S/started" ]; then
+  rm -rf "$S" && mkdir -p "$S" && cp -r "$REPO"/. "$S"/ && cd "$S" || exit 1
+  {
+    echo "[device_call] bare machine: setting up"
+    # shellcheck disable=SC1091
+    source "$KIT/run-sglang.sh" "$KIT/bundle" || exit 1
+    (cd "$KIT" && H=4096 L=32 NH=32 NKV=8 I=14336 Q=${Q:-0.3} \
+      python3 build_constructed_models.py /tmp/models tokenizer) > /tmp/build.log 2>&1 \
+      || { echo "model build failed"; tail -20 /tmp/build.log; exit 1; }
+    if [ -f "$KIT/runs.tar.xz" ]; then tar xJf "$KIT/runs.tar.xz" -C /tmp; fi
+    if [ -f "$KIT/kernel-cache.tar.xz" ]; then tar xJf "$KIT/kernel-cache.tar.xz" -C /; fi
+    export PYTHONPATH="$S:$PYTHONPATH" MPLBACKEND=Agg PYTHONUNBUFFERED=1
+    export MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; FlashInfer attention, PyTorch sampling."
+    touch "$S/started"
+    echo "[device_call] setup done; the runs start"
+    setsid nohup bash -c "$(declare -f plan); cd $S; plan; echo '[device_call] all runs done'" \
+      < /dev/null >> "$log" 2>&1 &
+  } >> "$log" 2>&1
+else
+  echo "[device_call] warm machine: the runs go on" >> "$log"
+fi
+sleep "${WAIT_S:-540}"
+cd /tmp || exit 1
+if [ -d runs ]; then tar cf - runs | nice -n 19 xz -T2 -3 > "$OUT/runs.tar.xz"; fi
+cp "$log" "$OUT/session.log"
+if [ "${FINAL:-0}" = 1 ]; then
+  dirs=(); for d in root/.cache/flashinfer root/.cache/tvm-ffi root/.triton; do
+    if [ -d "/$d" ]; then dirs+=("$d"); fi; done
+  if [ ${#dirs[@]} -gt 0 ]; then tar cf - -C / "${dirs[@]}" | xz -T0 -3 > "$OUT/kernel-cache.tar.xz"; fi
+fi
+tail -30 "$log"
