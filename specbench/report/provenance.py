@@ -32,8 +32,9 @@ def measured_on(run: Run) -> str:
             profile = load_profile(name)
         except Exception:  # a profile renamed or removed since: the name still says it
             return f"Measured on the simulated SGLang server with profile {name}."
+        truth = f" {profile.ground_truth}" if profile.ground_truth else ""
         return (f"Measured on the simulated SGLang server with profile {name} "
-                f"({profile.description}).")
+                f"({profile.description}).{truth}")
     gpus = run.manifest.fingerprint.get("gpus") or []
     names = sorted({str(g.get("name")) for g in gpus if isinstance(g, dict) and g.get("name")})
     hardware = f"{len(gpus)}x {', '.join(names)}" if names else "GPUs not recorded"

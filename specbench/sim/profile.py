@@ -193,6 +193,9 @@ class Profile:
     memory: Memory
     workload: Workload
     source_path: str = ""
+    # What the step costs rest on, in one sentence for every report of a simulated run: fitted
+    # to a real server (which, how close, on what data), or taken from published figures.
+    ground_truth: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     vocab_size: int = 128256  # the target's vocabulary (bounds logit_bias keys); Llama-3's
     frontend: Frontend = Frontend()  # optional [frontend] table; off by default
@@ -298,6 +301,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
     known = {
         "name",
         "description",
+        "ground_truth",
         "architecture",
         "context_length",
         "vocab_size",
@@ -316,6 +320,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
     return Profile(
         name=str(data.get("name", path.stem)),
         description=str(data.get("description", "")),
+        ground_truth=str(data.get("ground_truth", "")),
         architecture=str(data.get("architecture", "LlamaForCausalLM")),
         context_length=int(data.get("context_length", 131072)),
         vocab_size=int(data.get("vocab_size", 128256)),

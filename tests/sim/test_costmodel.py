@@ -199,3 +199,14 @@ def test_a_negative_count_setting_is_refused(tmp_path: Path, key: str) -> None:
     bad.write_text(re.sub(rf"^{key} = .*$", f"{key} = -1", src, count=1, flags=re.M))
     with pytest.raises(ProfileError, match=f"{key} is -1; give 0"):
         load_profile(str(bad))
+
+
+def test_every_bundled_profile_says_what_its_step_costs_rest_on() -> None:
+    # Each report of a simulated run quotes this sentence (report/provenance.py): a user must
+    # not take the default profile's crossover for a real server's (issue 37).
+    from specbench.sim.profile import DEFAULT_PROFILE, bundled_profiles
+
+    for name in bundled_profiles():
+        truth = load_profile(name).ground_truth
+        assert truth.endswith(".") and len(truth) > 60, (name, truth)
+    assert "never fitted to a real server" in load_profile(DEFAULT_PROFILE).ground_truth
