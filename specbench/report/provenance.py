@@ -42,4 +42,9 @@ def measured_on(run: Run) -> str:
     backend = attention_backend(run)
     attention = (f"{backend} attention" if backend
                  else "SGLang's default attention backend (no --attention-backend given)")
-    return f"Measured on {hardware}, SGLang {version}, {attention}."
+    skip = ""
+    if config.server.skip_zero_step_draft_extend and any(
+            c.kind == "dynamic" for c in config.configurations):
+        skip = (" Steps 0 ran without the draft model's extend (--skip-zero-step-draft-extend: "
+                "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1).")
+    return f"Measured on {hardware}, SGLang {version}, {attention}.{skip}"
