@@ -160,6 +160,7 @@ def test_the_simulated_engine_counts_no_gpus(monkeypatch: pytest.MonkeyPatch) ->
     SimEngine(cfg).preflight()
 
 
+@pytest.mark.serial  # "in under 5 s": timed against the wall clock
 def test_tp_size_beyond_the_visible_gpus_ends_the_cli_in_seconds(tmp_path: Path) -> None:
     started = tmp_path / "server-started"
     fake = tmp_path / "fake_sglang.py"
