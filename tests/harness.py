@@ -7,12 +7,15 @@
   may outlive the command that started it.
 - :func:`sim_server` starts a simulated server by hand (SGLang's argv from the one builder),
   for attach tests and for load tests that need the real simulator.
+- :func:`default_sigint` is the ``preexec_fn`` of every process the tests start and may send
+  SIGINT: it starts with SIGINT at its default, however the test run itself was started.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +35,17 @@ FAST_WINDOWS: tuple[str, ...] = (
 SIM_TIME_SCALE = 8.0
 # Every fast sweep on the simulated engine: the windows above on a simulator at 8x real time.
 FAST: tuple[str, ...] = ("--sim-time-scale", repr(SIM_TIME_SCALE), *FAST_WINDOWS)
+
+
+def default_sigint() -> None:
+    """In the child, before exec: SIGINT back to its default disposition.
+
+    A test run started in the background (``nohup python3 -m pytest -q &``) has SIGINT
+    ignored, and an ignored signal stays ignored across fork and exec; Python then does not
+    install its KeyboardInterrupt handler, so a sweep the tests spawn would never see the
+    Ctrl-C they send it. Pass as ``preexec_fn`` (it runs in the child only).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def cli_env(columns: int = 200, **extra: str) -> dict[str, str]:
@@ -54,6 +68,7 @@ def run_cli(
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
+        preexec_fn=default_sigint,
     )
 
 
@@ -146,6 +161,7 @@ def spawn_sweep(tmp_path: Path, port: int, *extra: str, name: str = "run") -> Sp
             stdout=stdout,
             stderr=stderr,
             stdin=subprocess.DEVNULL,
+            preexec_fn=default_sigint,
         )
     return SpawnedSweep(proc, tmp_path / "res" / name, port, out, err)
 

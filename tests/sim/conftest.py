@@ -28,6 +28,7 @@ import pytest
 from specbench.config import ServerConfig
 from specbench.engines.argv import build_argv
 from specbench.engines.process import free_port
+from tests.harness import default_sigint
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 def _eagle3_flags() -> tuple[str, ...]:
@@ -120,6 +121,7 @@ def launch(
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
             start_new_session=True,
+            preexec_fn=default_sigint,  # tests send it SIGINT; see tests/harness.py
         )
     sim = SimProc(proc, port, log_path)
     if not wait_ready:

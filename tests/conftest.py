@@ -1,0 +1,150 @@
+"""Which tests may run side by side (pytest-xdist) and which must run alone.
+
+CI (.ci/run) runs the suite in passes on its 2-core machine:
+
+    python3 -m pytest -q -n 2 --dist loadgroup -m "not serial"   # two workers
+    python3 -m pytest -q -m serial                                # one process, nothing beside it
+
+(the first split in two there: the contract tests run once SGLang's venv, installed in the
+background, is ready).
+
+A test is `serial` when what it asserts depends on the wall clock: the simulator or a fake
+server runs in real time (``--sim-time-scale``) and the test checks throughput, latency, a
+ratio of timings, a flag the sweep derives from timings (``client_bound``, ``ran_below_c``,
+stalls and timeouts), a decision made from measured curves (the crossing, the threshold), or
+that something happened within N seconds. Beside another worker on two cores such a test
+measures the other worker as well; CI has failed before on tests at the edge. Everything else
+(pure functions, parsers, the CLI's refusals, the contract tests against SGLang's own code)
+runs on two workers.
+
+Without ``-n`` / ``-m`` (the README's ``python3 -m pytest -q``) every test runs, one after
+another, as before. A new test file under a folder of live-server tests (see
+:data:`SERIAL_DIRS`) is serial unless named in :data:`PARALLEL_FILES`; any test may also mark
+itself ``@pytest.mark.serial``.
+
+On two workers a test goes wherever a worker is free, except that the tests of a file with a
+module- or session-scoped fixture of its own (a shared simulated server, a shared sweep) are one
+group (``xdist_group``), so that fixture starts once, on one worker; the oracle's two files are
+one group, since its session fixture starts SGLang's server twice.
+Ports come from the kernel (``free_port``), never a fixed number, so workers cannot collide.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+# Folders of live-server tests: a file here that is not listed in PARALLEL_FILES runs serially
+# as a whole (so does a new one, until someone has read it and listed it).
+SERIAL_DIRS = ("e2e", "load")
+
+# Files in those folders whose tests assert nothing timed (the CLI's refusals, parsers on bytes,
+# what a sweep leaves on disk, exit codes and messages), apart from the tests in SERIAL_TESTS.
+PARALLEL_FILES = {
+    "e2e/test_attach.py",
+    "e2e/test_bad_input.py",
+    "e2e/test_config_cli.py",
+    "e2e/test_context_sweep.py",
+    "e2e/test_faults.py",
+    "e2e/test_filesystem.py",
+    "e2e/test_parallel.py",
+    "e2e/test_ray.py",
+    "e2e/test_sglang_behaviour.py",
+    "e2e/test_shards.py",
+    "e2e/test_sweep.py",
+    "load/test_failing_servers.py",
+    "load/test_http1.py",
+    "load/test_protocols.py",
+    "load/test_protocols_oracle.py",
+    "load/test_request_body.py",
+}
+
+# Files elsewhere whose every test is timed against the wall clock (inter-token gaps, step
+# times, rates, stalls, "within N s"). Together with the SERIAL_DIRS files not in
+# PARALLEL_FILES: e2e/test_adaptive_sweep.py (levels placed at the measured crossing),
+# e2e/test_regress_gate.py (throughput and client_bound against a reference),
+# load/test_first_use_stall.py, load/test_flags_planted.py, load/test_procs.py,
+# load/test_runner.py and load/test_sim_fidelity.py (the runner's windows and flags).
+SERIAL_FILES = {
+    "sim/test_frontend.py",
+    "sim/test_kv_pool.py",
+    "sim/test_server.py",
+    "sim/test_server_adaptive.py",
+    "sim/test_server_faults.py",
+    "engines/test_process.py",
+    "test_sweep_signals.py",
+}
+
+# Single timed tests in files that otherwise run on two workers ("file::test", any parameters).
+SERIAL_TESTS = {
+    # throughput within 25 % of a sequential run
+    "e2e/test_parallel.py::test_a_tune_run_on_two_gpus_matches_the_sequential_one",
+    # "servers stopped within 10 s" after SIGINT / SIGTERM
+    "e2e/test_sweep.py::test_signal_stops_servers_keeps_points",
+    # servers that live 1.5 wall seconds: a slower start-up would leave no point finished
+    "e2e/test_faults.py::test_crash_after_seconds_restarts_and_completes",
+    "e2e/test_faults.py::test_crash_after_seconds_without_retries_stops_cleanly",
+    # a crash planted 1.5 s into a point must land in its window, not its warmup
+    "load/test_failing_servers.py::test_a_server_restarted_within_a_point_keeps_it_flagged",
+    # accept length from counters vs the stream, and the gauge, at the window's edges
+    "engines/test_versions.py::test_acceptance_comes_from_the_server_counters_when_the_stream_has_none",
+    "engines/test_versions.py::test_a_window_where_nothing_finished_takes_the_servers_gauge",
+    "engines/test_gpu_count.py::test_tp_size_beyond_the_visible_gpus_ends_the_cli_in_seconds",
+    # calibrated tok/s; a planted 10 % slowdown; prefill latency with a warm cache
+    "sim/test_moe_profile.py::test_sweep_reproduces_the_measured_moe_case",
+    "test_compare.py::test_planted_step_slowdown_is_reported_within_two_points",
+    "sim/test_prefixcache.py::test_cached_prefix_makes_prefill_cheaper",
+    "test_progress.py::test_the_runner_keeps_the_live_view_up_to_date",
+}
+
+# Files that share one session fixture: one xdist group.
+GROUPS = {"engines/oracle/": "oracle"}
+
+
+def _where(item: pytest.Item) -> tuple[str, str]:
+    """(file relative to tests/, test name without parameters)."""
+    path = Path(str(item.fspath)).resolve()
+    try:
+        rel = path.relative_to(TESTS).as_posix()
+    except ValueError:  # a test file given from outside tests/
+        rel = path.as_posix()
+    return rel, item.name.split("[", 1)[0]
+
+
+def is_serial(item: pytest.Item) -> bool:
+    if item.get_closest_marker("serial") is not None:
+        return True
+    rel, name = _where(item)
+    if f"{rel}::{name}" in SERIAL_TESTS or rel in SERIAL_FILES:
+        return True
+    return rel.split("/", 1)[0] in SERIAL_DIRS and rel not in PARALLEL_FILES
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-, class- or session-scoped fixture of this suite's own."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return True  # cannot tell: keep the file together
+    return any(
+        fixturedef.scope != "function" and fixturedef.baseid.startswith("tests")
+        for fixturedefs in info.name2fixturedefs.values()
+        for fixturedef in fixturedefs
+    )
+
+
+# First: xdist's own hook turns the xdist_group marks into the groups it schedules by.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    xdist = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        rel, _ = _where(item)
+        if is_serial(item):
+            item.add_marker(pytest.mark.serial)
+        group = next((g for prefix, g in GROUPS.items() if rel.startswith(prefix)), None)
+        if group is None and _shares_a_fixture(item):
+            group = rel
+        if xdist and group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
