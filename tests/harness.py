@@ -219,3 +219,14 @@ def sim_server(
         yield proc
     finally:
         proc.stop(grace_s=10)
+
+
+def cli_help(*command: str) -> str:
+    """`specbench COMMAND --help` as a wide terminal without colour prints it."""
+    env = {**os.environ, "COLUMNS": "250", "TERM": "dumb", "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "specbench", *command, "--help"],
+        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

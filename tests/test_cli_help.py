@@ -6,10 +6,7 @@ whole; the rows are matched by flag, so the test does not depend on panel order 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from dataclasses import fields
 
 import pytest
@@ -20,21 +17,17 @@ from specbench.cli import options as cli_options
 from specbench.cli.shard import _sweep_parser
 from specbench.config_schema import SweepConfig
 from specbench.regress.thresholds import Thresholds
+from tests.harness import cli_help
 
 ROW_START = re.compile(r"^│\s*(?:\*\s+)?(--[a-z0-9-]+)\s")
 
 
 def _help_rows(*command: str) -> dict[str, str]:
     """Flag -> its whole row (type, help and tags, wrapped lines joined) in `--help`."""
-    env = {**os.environ, "COLUMNS": "250", "TERM": "dumb", "NO_COLOR": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "specbench", *command, "--help"],
-        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    text = cli_help(*command)
     rows: dict[str, list[str]] = {}
     flag = None
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         if not line.startswith("│"):
             flag = None  # a panel's border
             continue

@@ -15,8 +15,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -28,6 +26,7 @@ from pydantic import BaseModel
 from specbench import configurations, presets
 from specbench.cli import options as cli_options
 from specbench.config import SweepConfig
+from tests.harness import cli_help
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -177,15 +176,10 @@ TAG = re.compile(r"\s*\[(default|env var|required)(?::\s*([^\]]*))?\]$")
 
 @cache
 def _help(*command: str) -> tuple[HelpRow, ...]:
-    env = {**os.environ, "COLUMNS": "250", "TERM": "dumb", "NO_COLOR": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "specbench", *command, "--help"],
-        capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    text = cli_help(*command)
     rows: list[tuple[str, str, list[str]]] = []
     panel, flag = "", None
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         if match := PANEL.match(line):
             panel = match.group(1)
         if not line.startswith("│"):
