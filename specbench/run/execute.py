@@ -14,9 +14,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specbench import results
+from specbench import prompts, results
 from specbench.config import SweepConfig
 from specbench.engines import make_engine
+from specbench.prompts import context
 from specbench.results.manifest import RunStatus, gpu_time
 from specbench.run import adaptive, rundir
 from specbench.run.parallel import ParallelRunner
@@ -29,8 +30,15 @@ from specbench.run.sweep import (
     conclude,
     preflight,
     signals_raise,
-    skipped_buckets,
 )
+
+
+def skipped_buckets(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> list[str]:
+    """One line per (set, bucket) of --context-lengths that is not measured."""
+    if not cfg.context_lengths:  # names differ only by a path's spelling then, not by bucket
+        return []
+    return [f"{name} is not measured: the set has fewer than {context.MIN_REQUESTS} requests "
+            "in that context bucket" for name in cfg.measured_sets if name not in sets]
 
 
 def run_sweep(

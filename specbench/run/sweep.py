@@ -96,14 +96,6 @@ def _mix(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> prompts.Prompt
     return prompts.mix_prompt_set(parts, dict(cfg.mix), cfg.load.seed)
 
 
-def skipped_buckets(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> list[str]:
-    """One line per (set, bucket) of --context-lengths that is not measured."""
-    if not cfg.context_lengths:  # names differ only by a path's spelling then, not by bucket
-        return []
-    return [f"{name} is not measured: the set has fewer than {context.MIN_REQUESTS} requests "
-            "in that context bucket" for name in cfg.measured_sets if name not in sets]
-
-
 # A SIGTERM/SIGHUP that arrives while a point's event loop runs, kept until the loop is done.
 _interrupts: list[SweepInterrupted] = []
 
