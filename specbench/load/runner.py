@@ -11,8 +11,8 @@ Timeline of a point (all times ``time.monotonic()``, the clock the simulator als
     start ── warmup_s ──┬─ window opens when warmup is over AND all c users are in flight
                         │  (scrape /metrics, note client CPU)
                         │  warmup is over after warmup_s, about one request per user, and
-                        │  once the server answers at its own pace (see _Point.answering),
-                        │  or at warmup_max_s
+                        │  once the requests then in flight have had their first bytes
+                        │  (see _Point.answering), or at warmup_max_s
                         └─ window closes after window_s or window_max_requests finished
                            (scrape /metrics again, note client CPU), then every request
                            still running is cancelled; its tokens inside the window count.
@@ -60,8 +60,11 @@ __all__ = ["LiveView", "LoadError", "MetricsSnapshot", "PointResult", "PointSpec
            "RequestRecord", "parse_prometheus", "raise_fd_limit", "run_point", "run_point_sync"]
 
 _LAG_PROBE_S = 0.010
-# How often the end of the warmup asks whether the server answers at its own pace.
+# How often the end of the warmup asks whether the server answers at its own pace, and how
+# close to the warmup's count a request must be sent to count as sent on it (the user sends its
+# next request in the same event-loop step as the one that ended).
 _ANSWERING_POLL_S = 0.005
+_SAME_MOMENT_S = 0.001
 # The load gauges are sampled through the window: about sixteen scrapes, at most twenty a second.
 _GAUGE_SAMPLES = 16
 _GAUGE_MIN_INTERVAL_S = 0.05
@@ -180,8 +183,7 @@ class _Point:
         self.end_reason = "window_s"
         self.kept: list[Flight] = []
         self.current: list[Flight | None] = [None] * spec.concurrency
-        self.ended = [0] * spec.concurrency  # requests each user has ended (not cancelled)
-        self.answered_again = [False] * spec.concurrency  # see answering()
+        self.t_count_met = 0.0  # when warmup_min_requests had ended (see answering())
         self.t_start = 0.0
         self.finished_in_window = 0
         self.warmup_records = 0
@@ -303,12 +305,13 @@ class _Point:
 
     def finish(self, flight: Flight) -> None:
         """Account for a request that ended (not cancelled)."""
-        self.ended[flight.user] += 1
         if self.window_start is None:
             # Ended before the window: warmup, unmeasured; its bytes are dropped here.
             self.warmup_records += 1
             self.warmup_errors += flight.error_class is not None
-            if self.warmup_records >= self.spec.warmup_min_requests:
+            if self.warmup_records >= self.spec.warmup_min_requests and \
+                    not self.warm_enough.is_set():
+                self.t_count_met = time.monotonic()
                 self.warm_enough.set()
         elif not self.closing.is_set():
             self.kept.append(flight)
@@ -338,23 +341,20 @@ class _Point:
             self.dead_since = None  # the server answered
 
     def answering(self) -> bool:
-        """Whether the server answers at its own pace: no request in flight waits for its first
-        bytes, or every user has had the first bytes of a request sent after one it ended.
+        """Whether the requests in flight when the warmup's count was reached (and the one
+        sent on that request's end) have had their first bytes.
 
         A first-use compile in SGLang (FlashInfer's cascade kernel at the first prefix-cache
         hit, a kernel for a shape not seen yet) runs when a prefill is scheduled and holds every
-        request: the request that set it off waits for its first token all the while, so
-        neither condition can turn true during such a stall. The first holds at low
-        concurrency (at c=1 the second request is the first prefix hit); the second bounds the
-        wait at high concurrency, where new requests are nearly always waiting for a prefill.
+        request, and the request that set it off waits for its first token all the while: at
+        c=1 that is the second request, sent as the first one ends. Waiting for exactly those
+        requests, chosen by the order of events and not by the moment the check runs, costs
+        about one time-to-first-token without a stall and keeps windows of servers measured
+        with the same prompts on the same requests.
         """
-        waiting = False
-        for user, flight in enumerate(self.current):
-            started = flight is not None and bool(flight.times)
-            if self.ended[user] >= 2 or (self.ended[user] >= 1 and started):
-                self.answered_again[user] = True
-            waiting = waiting or (flight is not None and not started)
-        return not waiting or all(self.answered_again)
+        cutoff = self.t_count_met + _SAME_MOMENT_S
+        return all(flight is None or flight.t_send > cutoff or bool(flight.times)
+                   for flight in self.current)
 
     async def wait_answering(self, deadline: float | None) -> None:
         """Poll :meth:`answering` until it holds, the point closes or `deadline` passes."""
