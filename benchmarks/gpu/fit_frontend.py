@@ -81,13 +81,14 @@ def _chunkings(prefills: Sequence[tuple[int, int]], tokens: int) -> set[tuple]:
 
 
 def first_tokens(
-    run_dir: Path, logs_by_mode: dict[str, list[list[str]]]
+    run_dir: Path, logs_by_mode: dict[str, list[list[str]]], prompt_set: str = "*"
 ) -> tuple[list[FirstToken], int]:
-    """The run's c=1 rows matched to their prefill lines; also how many rows found no single
-    match (a prompt prefilled twice with different cache hits is left out)."""
+    """The run's c=1 rows (of `prompt_set`, or all) matched to their prefill lines; also how
+    many rows found no single match (a prompt prefilled twice with different cache hits is
+    left out)."""
     rows: list[FirstToken] = []
     unmatched = 0
-    for path in sorted(run_dir.glob("points/*/*/c1-*.parquet")):
+    for path in sorted(run_dir.glob(f"points/*/{prompt_set}/c1-*.parquet")):
         mode = path.parts[-3]
         prefills = [p for lines in logs_by_mode.get(mode, []) for p in _idle_prefills(lines)]
         frame = pd.read_parquet(path, columns=["prompt_id", "prompt_tokens", "ttft_ms"])

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import lzma
 import math
 import re
@@ -156,6 +157,28 @@ def log_lines(path: Path) -> list[str]:
     return path.read_text(errors="replace").splitlines()
 
 
+FLUSH_LINE = "Cache flushed successfully!"  # specbench flushes the cache before each point
+
+
+def lines_of_set(run_dir: Path, mode: str, lines: Sequence[str], prompt_set: str) -> list[str]:
+    """The lines one server logged while specbench measured `prompt_set`'s points.
+
+    specbench flushes the prefix cache before every point, and the manifest keeps the points in
+    the order they ran, so the n-th flush line opens the server's n-th point. Flushes after
+    the last recorded point opened points that never ended (the run was cut short): their lines
+    are left out. A log with fewer flushes than points (a restart) is refused.
+    """
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    keys = [k for k in manifest["points"] if k.split("/")[0] == mode]
+    starts = [i for i, line in enumerate(lines) if FLUSH_LINE in line]
+    if len(starts) < len(keys):
+        raise SystemExit(f"{mode}: {len(starts)} cache flushes in its log for {len(keys)} points "
+                         "in the manifest; --prompt-set needs one flush per point")
+    bounds = [*starts[:len(keys)], starts[len(keys)] if len(starts) > len(keys) else len(lines)]
+    return [line for key, a, b in zip(keys, bounds, bounds[1:], strict=False)
+            if key.split("/")[1] == prompt_set for line in lines[a:b]]
+
+
 class RunningContexts:
     """Each running request's context (prompt + output so far), followed through one log.
 
@@ -187,14 +210,16 @@ class RunningContexts:
 
 
 def parse_decode_log(
-    path: Path, mode: str, interval_steps: int = LOG_INTERVAL_STEPS
+    path: Path, mode: str, interval_steps: int = LOG_INTERVAL_STEPS,
+    lines: Sequence[str] | None = None,
 ) -> list[StepSample]:
-    """Steady steps of one log; `interval_steps` is the server's --decode-log-interval (a run
-    with 1 logs every decode forward, so each steady line is one step)."""
+    """Steady steps of one log (or of `lines` of it); `interval_steps` is the server's
+    --decode-log-interval (a run with 1 logs every decode forward, so each steady line is one
+    step)."""
     samples: list[StepSample] = []
     prev_batch: int | None = None  # batch of the previous line if it was a decode line
     running = RunningContexts(interval_steps)
-    for lineno, line in enumerate(log_lines(path), 1):
+    for lineno, line in enumerate(log_lines(path) if lines is None else lines, 1):
         m = DECODE_RE.match(line)
         if m is None:
             p = PREFILL_LINE_RE.match(line)
@@ -241,7 +266,8 @@ class PrefillInterval:
 
 
 def parse_prefill_intervals(
-    path: Path, mode: str, interval_steps: int = LOG_INTERVAL_STEPS
+    path: Path, mode: str, interval_steps: int = LOG_INTERVAL_STEPS,
+    lines: Sequence[str] | None = None,
 ) -> list[PrefillInterval]:
     out: list[PrefillInterval] = []
     prev_batch: int | None = None
@@ -251,7 +277,7 @@ def parse_prefill_intervals(
     # decode line number of each interval, for the real step beside it (real_decode_ms).
     steady: list[tuple[int, int, float]] = []
     at: list[int] = []
-    for line in log_lines(path):
+    for line in log_lines(path) if lines is None else lines:
         m = DECODE_RE.match(line)
         if m is None:
             p = PREFILL_LINE_RE.match(line)
@@ -305,7 +331,8 @@ def model_prefills_ms(profile: Profile, iv: PrefillInterval) -> float:
     for seqs, new, cached in iv.prefills:
         chunks = [(max(1, new // seqs), cached // seqs)] * seqs
         total += prefill_step(
-            profile, chunks, speculative=iv.mode != "baseline", running=iv.batch
+            profile, chunks, speculative=iv.mode != "baseline",
+            running=iv.batch if iv.mode == "eagle3" else 0,  # zero-step drafts nothing
         ).total_ms
     return total
 
@@ -540,11 +567,11 @@ class PromptCount:
     rendered_chars: int  # the whole rendering, tool schemas and tool-call JSON included
 
 
-def prompt_counts(run_dir: Path, profile: Profile) -> list[PromptCount]:
+def prompt_counts(run_dir: Path, profile: Profile, prompt_set: str = "*") -> list[PromptCount]:
     """Every request row with a server-reported prompt_tokens, against the sim's rendering."""
     frames = [
         pd.read_parquet(f, columns=["prompt_id", "prompt_tokens"])
-        for f in sorted(run_dir.glob("points/*/*/*.parquet"))
+        for f in sorted(run_dir.glob(f"points/*/{prompt_set}/*.parquet"))
     ]
     if not frames:
         return []
@@ -814,6 +841,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="RUN",
         help="a run logged with --decode-log-interval 1: the prefill overheads come from it",
     )
+    parser.add_argument(
+        "--prompt-set",
+        help="fit on this set's points only (the others are then held out: check them with a "
+             "simulated sweep and `specbench compare`)",
+    )
+    parser.add_argument(
+        "--keep-frontend",
+        action="store_true",
+        help="keep --profile's frontend and prefill FLOP rate (the c=1 rows are too few to fit "
+             "them, or held a first-use compile)",
+    )
     args = parser.parse_args(argv)
 
     servers = args.run_dir / "servers"
@@ -823,11 +861,14 @@ def main(argv: list[str] | None = None) -> int:
     # Every server's lines by mode (eagle3.2.log is a restart of eagle3), for the c=1 rows.
     logs_by_mode: dict[str, list[list[str]]] = defaultdict(list)
     for log in logs:
-        logs_by_mode[log.name.split(".")[0]].append(log_lines(log))
+        lines = log_lines(log)
         mode = mode_of(log)
+        if args.prompt_set is not None and mode is not None:
+            lines = lines_of_set(args.run_dir, mode, lines, args.prompt_set)
+        logs_by_mode[log.name.split(".")[0]].append(lines)
         if mode is not None:
-            samples += parse_decode_log(log, mode)
-            intervals += parse_prefill_intervals(log, mode)
+            samples += parse_decode_log(log, mode, lines=lines)
+            intervals += parse_prefill_intervals(log, mode, lines=lines)
     if not samples:
         print(f"no steady decode lines in {args.run_dir}/servers/*.log", file=sys.stderr)
         return 2
@@ -861,7 +902,9 @@ def main(argv: list[str] | None = None) -> int:
     params: tuple[Param, ...] = (*DECODE_PARAMS, *SPEC_PARAMS, PREFILL_PARAM)
     if step_intervals:  # measured one step at a time: written
         params = (*params, SPEC_PREFILL_PARAM)
-    first, unmatched = first_tokens(args.run_dir, logs_by_mode)
+    only = args.prompt_set or "*"
+    first, unmatched = ([], 0) if args.keep_frontend else first_tokens(
+        args.run_dir, logs_by_mode, only)
     if first:
         for _ in range(FIRST_TOKEN_ROUNDS):
             fitted = fit_first_token(fitted, first)
@@ -872,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
     if not step_intervals:
         fitted = with_values(
             fitted, (SPEC_PREFILL_PARAM,), (get_value(start, SPEC_PREFILL_PARAM),))
-    counts = prompt_counts(args.run_dir, start)
+    counts = prompt_counts(args.run_dir, start, only)
     if counts:
         fitted = with_values(fitted, (PROMPT_PARAM,), (fit_tokens_per_piece(counts),))
         params = (*params, PROMPT_PARAM)

@@ -275,9 +275,11 @@ class Scheduler(kvpool.PoolAccounting):
             self.prefilling.append(req)
             take(req)
             new_cached += req.cached_tokens
-        cost = prefill_step(
-            self.profile, cost_chunks, speculative=self.speculative, running=len(self.decoding)
-        )
+        # The running requests' share of a prefill is EAGLE's with drafts (the FlashInfer run's
+        # zero-step intervals show none of it: o_spec_prefill_per_running_req_ms).
+        drafting = len(self.decoding) if self.current_steps > 0 else 0
+        cost = prefill_step(self.profile, cost_chunks, speculative=self.speculative,
+                            running=drafting)
         self._last_was_decode = False
         return _Forward(
             "prefill",

@@ -94,6 +94,13 @@ def test_zero_step_costs_more_than_plain_decode_and_less_than_drafting(profile) 
 
 
 def test_verify_reads_kv_at_kappa(profile) -> None:
+    # Without the per-request walks (serial terms), attention is bandwidth: kappa x a decode's.
+    walkless = {"serial_ns_per_token_layer": 0.0, "verify_serial_ns_per_token_layer": 0.0}
+    profile = dataclasses.replace(
+        profile,
+        target_attention=dataclasses.replace(profile.target_attention, **walkless),
+        draft_attention=dataclasses.replace(profile.draft_attention, **walkless),
+    )
     b, kv = 32, 32 * 4000
     parts = decode_step(profile, b, kv, speculative=True, num_steps=3).parts
     plain = decode_step(profile, b, kv, speculative=False).parts
@@ -110,12 +117,14 @@ def test_prefill_costs_grow_with_prompt_and_draft_extend(profile) -> None:
     assert long < spec < 1.1 * long
 
 
-def test_batch_one_speedup_is_near_published_eagle3_numbers(profile) -> None:
-    # SGLang docs: 2.36x at batch 1 on H100 for MT-bench; chain K=3 at alpha 0.72 gives ~2x.
+def test_batch_one_speedup_is_near_the_real_flashinfer_run(profile) -> None:
+    # The real H200 run with FlashInfer (results/gpu/h200-...-flashinfer, coding c=1): plain
+    # 212 tok/s (a 32k-vocab model of this shape), EAGLE-3 1.41x at 2.50 tokens per verify.
+    # Chain K=3 at alpha 0.72 gives 2.46.
     base = predict_output_tok_s(profile, 1, 1000, speculative=False)
     spec = predict_output_tok_s(profile, 1, 1000, speculative=True, alpha=0.72)
-    assert 210 < base < 250  # ~4.3 ms per token on an H200
-    assert 1.7 < spec / base < 2.4
+    assert 190 < base < 240  # ~4.6-4.9 ms per token on an H200
+    assert 1.3 < spec / base < 1.7
 
 
 def test_crossover_table_shows_eagle3_ahead_low_and_baseline_ahead_at_250(profile) -> None:
@@ -128,15 +137,17 @@ def test_crossover_table_shows_eagle3_ahead_low_and_baseline_ahead_at_250(profil
         )
     by = {(r["workload"], r["batch"]): r["ratio"] for r in rows}
     for workload in ("coding", "agentic"):
-        assert by[(workload, 1)] > 1.4
+        assert by[(workload, 1)] > 1.1
         assert by[(workload, 250)] < 0.95
 
     def crossover(workload: str) -> int:
         return min(b for (w, b), ratio in by.items() if w == workload and ratio < 1.0)
 
+    # Decode only (no prefills): the real FlashInfer run's sweeps, prefills included, cross at
+    # coding c* 18 and agentic 7 (its constructed pair accepts 2.5 tokens per verify on both).
     assert crossover("agentic") < crossover("coding")
-    assert 16 <= crossover("agentic") <= 96
-    assert 48 <= crossover("coding") <= 192
+    assert 8 <= crossover("agentic") <= 48
+    assert 16 <= crossover("coding") <= 64
 
 
 def test_kappa_moves_the_crossover(profile) -> None:
@@ -209,4 +220,4 @@ def test_every_bundled_profile_says_what_its_step_costs_rest_on() -> None:
     for name in bundled_profiles():
         truth = load_profile(name).ground_truth
         assert truth.endswith(".") and len(truth) > 60, (name, truth)
-    assert "never fitted to a real server" in load_profile(DEFAULT_PROFILE).ground_truth
+    assert "fitted to a real H200 run with FlashInfer" in load_profile(DEFAULT_PROFILE).ground_truth

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench.sim.args import build_parser, resolve
-from specbench.sim.costmodel import load_profile
+from specbench.sim.costmodel import decode_step, load_profile, prefill_step
 from specbench.sim.groundtruth import RUNNING
 from specbench.sim.request import SimRequest
 from specbench.sim.scheduler import Scheduler
@@ -126,8 +126,13 @@ def test_model_clock_follows_the_cost_model() -> None:
     ]
     asyncio.run(run_requests(sched, reqs))
     # One request running throughout: busy model time = 1 prefill (100 tokens) + 99 decode
-    # steps at ~4.3 ms each (the model clock also advances while idle, so use the integral).
-    assert sched.counters.running_seconds == pytest.approx(0.005 + 99 * 0.0043, rel=0.1)
+    # steps (the model clock also advances while idle, so use the integral).
+    profile = load_profile()
+    prompt = reqs[0].prompt_tokens
+    expected_ms = prefill_step(profile, [(prompt, 0)], speculative=False).total_ms + sum(
+        decode_step(profile, 1, prompt + k, speculative=False).total_ms for k in range(1, 100))
+    assert 4.0 < expected_ms / 99 < 6.0  # a plain 8B decode step on an H200, ~4.7 ms
+    assert sched.counters.running_seconds == pytest.approx(expected_ms / 1e3, rel=0.1)
     assert sched.counters.emitted_tokens == 100
 
 
