@@ -30,13 +30,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "load": {"warmup_s": 1.0, "warmup_max_s": 10.0, "window_s": 3.0},
         "sim": {"time_scale": 5.0},
     },
-    # The CI regression job (issue 7): levels bracketing the simulated crossovers (agentic
-    # near 32, coding between 64 and 128), fixed seeds, 3x real time so one sweep takes about
-    # two minutes on a 2-core runner while the client stays below the client_bound flag.
-    # 250 is left out: it costs the most warmup and the client is the bottleneck there.
-    # A fixed threshold: the auto one moves 29..35 between identical runs (r(c) is flat near
-    # the agentic crossover), which flips the dynamic server at c=32 between drafting and not;
-    # 24 sits between grid levels, so every grid level is cleanly on one side of it.
+    # The CI regression job (issue 7): levels bracketing the simulated decisions (coding c* 35
+    # and T 87, agentic T 13; results/reference/README.md), fixed seeds, 3x real time so one
+    # sweep takes about three minutes on a 2-core runner while the client stays below the
+    # client_bound flag. 250 is left out: it costs the most warmup and the client is the
+    # bottleneck there. A fixed threshold: an auto one moves between identical runs where the
+    # ratio is flat near a crossing, flipping the dynamic server at a level between drafting
+    # and not; 24 sits between grid levels, so every grid level is cleanly on one side of it.
     "ci": {
         "concurrency": [8, 16, 32, 64, 128],
         "threshold": 24,
