@@ -2,7 +2,7 @@
 
 CI (.ci/run) runs the suite in passes on its 2-core machine:
 
-    python3 -m pytest -q -n 2 --dist loadgroup -m "not serial"   # two workers
+    python3 -m pytest -q -n 3 --dist loadgroup -m "not serial"   # three workers
     python3 -m pytest -q -m serial                                # one process, nothing beside it
 
 (the first split in two there: the contract tests run once SGLang's venv, installed in the

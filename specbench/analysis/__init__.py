@@ -68,8 +68,8 @@ from __future__ import annotations
 from typing import Any
 
 from specbench import configurations
+from specbench.analysis import launches, surface, text
 from specbench.analysis import mix as mix_mod
-from specbench.analysis import surface, text
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, Pair
 from specbench.analysis.curves import (
     AnalysisError,
@@ -167,8 +167,13 @@ def _intervals(run: Run) -> tuple[dict[str, Any], float]:
     return info, inflation
 
 
-def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) -> dict[str, Any]:
-    """The content of analysis.json for a run (see the module docstring for every rule)."""
+def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+            relaunch: Run | None = None) -> dict[str, Any]:
+    """The content of analysis.json for a run (see the module docstring for every rule).
+
+    `relaunch` is a run of the same servers on another launch: the intervals then carry how
+    far each configuration moved between the two (:mod:`.launches`). Without it, the term a
+    stored analysis carries is kept."""
     if run.summary.empty:
         raise AnalysisError(f"{run.path} has no measured points; run `specbench sweep` first")
     present = set(run.modes)
@@ -180,8 +185,10 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
         )
     requests = PairedRequests(run)
     intervals, inflation = _intervals(run)
+    between = (launches.between_launch_section(run, relaunch) if relaunch is not None
+               else (run.analysis or {}).get("between_launch"))
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples,
-                                     inflation=inflation, requests=requests)
+                                     inflation=inflation, requests=requests, between=between)
             for name in run.prompt_sets}
     buckets = run.manifest.config.context_lengths
     for name, found in sets.items():
@@ -193,7 +200,7 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
     if mix is not None:
         for name, loss in mix["loss_by_set"].items():
             sets[name]["loss_at_mix_threshold"] = loss
-    return {
+    result = {
         "analysis_version": ANALYSIS_VERSION,
         "finding": text.finding(sets, recommended, source, mix),
         "recommended_threshold": recommended,
@@ -206,11 +213,14 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES) ->
         "prompt_sets": sets,
         "context_surface": surface.context_surface(sets, buckets),
     }
+    if between:  # measured on a second launch (kept out of every other run's analysis)
+        result["between_launch"] = between
+    return result
 
 
-def write_analysis(run: Run, *, seed: int = 0) -> dict[str, Any]:
+def write_analysis(run: Run, *, seed: int = 0, relaunch: Run | None = None) -> dict[str, Any]:
     """Analyse the run and write <run>/analysis.json atomically; returns what was written."""
-    result = analyze(run, seed=seed)
+    result = analyze(run, seed=seed, relaunch=relaunch)
     write_json(run.path / ANALYSIS_FILE, result)
     run.analysis = result
     return result

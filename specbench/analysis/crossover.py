@@ -233,16 +233,17 @@ def decide(
     summary: pd.DataFrame, prompt_set: str, pair: Pair, stats: tuple[dict[int, LevelStats],
                                                                      dict[int, LevelStats]],
     levels: list[int], *, seed: int, resamples: int, requests: PairedRequests | None = None,
-    grid: Grid | None = None,
+    grid: Grid | None = None, launch_sd: float = 0.0,
 ) -> dict[str, Any]:
     """The crossing of EAGLE-3 with `pair.den` for one prompt set, as analysis.json keys.
 
-    `grid` says who chose the levels (None: the user, the levels measured being theirs)."""
+    `grid` says who chose the levels (None: the user, the levels measured being theirs);
+    `launch_sd` is how far the ratio's log moves between launches (0: not measured)."""
     notes: list[str] = []
     grid = grid if grid is not None else Grid(tuple(levels), listed=True)
     curve = ratio_curve(stats[0], stats[1], levels, requests, (pair.num, pair.den), prompt_set)
     crossing = find_crossing(levels, curve.ratio)
-    draws = ratio_draws(curve, seed=seed, resamples=resamples)
+    draws = ratio_draws(curve, seed=seed, resamples=resamples, launch_sd=launch_sd)
     boot_outcome, boot_c, _ = crossings(np.log2(np.asarray(levels, dtype=float)), draws)
     support = float(np.mean(boot_outcome == OUTCOMES.index(crossing.outcome)))
     batch, over = batch_sizes(summary, prompt_set, levels, (pair.num, pair.den))
@@ -252,7 +253,7 @@ def decide(
             "batch sizes were capped at c (check the server's running-requests metric)"
         )
     decided = _outcome(crossing, boot_c, levels, batch, curve.ratio, pair, notes, grid)
-    methods = _methods(curve)
+    methods = _methods(curve) + (["between_launches"] if launch_sd > 0 else [])
     notes += _reliability_notes(summary, prompt_set, pair, decided, levels, methods, support,
                                 grid)
     ratio_band = band(draws)

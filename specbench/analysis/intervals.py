@@ -38,8 +38,10 @@ both servers finished, was 0.9-2.2 times off: it missed the requests only one wi
 Batch means over time slices describe one point's spread well (0.8-1.0 of it) but cannot be
 paired: the same slice serves other requests on a faster server.
 
-:func:`ratio_draws` draws whole ratio curves from those errors (levels independent), and the
-crossing rule applied to every draw gives the interval of c* (:func:`percentile_interval`).
+:func:`ratio_draws` draws whole ratio curves from those errors (levels independent), times one
+factor per curve for how far the servers move between launches when a second launch measured
+it (:mod:`specbench.analysis.launches`), and the crossing rule applied to every draw gives the
+interval of c* (:func:`percentile_interval`).
 """
 
 from __future__ import annotations
@@ -275,11 +277,17 @@ def ratio_curve(
     return RatioCurve(list(levels), ratio, se_log, dfs, methods)
 
 
-def ratio_draws(curve: RatioCurve, *, seed: int, resamples: int) -> np.ndarray:
-    """Seeded draws of the whole ratio curve (resamples x levels)."""
+def ratio_draws(curve: RatioCurve, *, seed: int, resamples: int,
+                launch_sd: float = 0.0) -> np.ndarray:
+    """Seeded draws of the whole ratio curve (resamples x levels). `launch_sd` is how far the
+    ratio's log moves between launches of the servers (launches.py): one draw per curve, shared
+    by every level."""
     rng = np.random.default_rng(seed)
-    return draw_log_ratios([math.log(r) for r in curve.ratio], curve.se_log, curve.df, rng,
-                           resamples)
+    draws = draw_log_ratios([math.log(r) for r in curve.ratio], curve.se_log, curve.df, rng,
+                            resamples)
+    if launch_sd > 0:
+        draws = draws * np.exp(launch_sd * rng.standard_normal((resamples, 1)))
+    return draws
 
 
 def percentile_interval(values: np.ndarray, point: float) -> tuple[float, float]:

@@ -10,6 +10,7 @@ from specbench.analysis.crossover import ONE_SERVER, PLAIN, Grid, decide, shared
 from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
 from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
 from specbench.analysis.intervals import PairedRequests
+from specbench.analysis.launches import ratio_sd
 from specbench.config import DEFAULT_CONCURRENCY
 from specbench.results import Run
 
@@ -43,7 +44,7 @@ def _static(run: Run, prompt_set: str, inflation: float) -> dict[str, dict[int, 
 
 def _one_server(
     run: Run, prompt_set: str, spec: dict[int, LevelStats], zero: dict[int, LevelStats], *,
-    seed: int, resamples: int, requests: PairedRequests,
+    seed: int, resamples: int, requests: PairedRequests, between: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """EAGLE-3 vs the zero-step curve, and the dynamic server's efficiency against both."""
     notes: list[str] = []
@@ -56,7 +57,8 @@ def _one_server(
                 "threshold_batch_size": None, "efficiency": {}, "notes": [
                     f"{why}; the threshold falls back to the baseline crossover"]}
     out = decide(run.summary, prompt_set, ONE_SERVER, (spec, zero), levels,
-                 seed=seed + 1, resamples=resamples, requests=requests, grid=grid_of(run))
+                 seed=seed + 1, resamples=resamples, requests=requests, grid=grid_of(run),
+                 launch_sd=ratio_sd(between, prompt_set, ONE_SERVER.num, ONE_SERVER.den))
     out["notes"] = notes + out["notes"]
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
     relative = relative_to_best(dynamic, {ONE_SERVER.num: means(spec), ONE_SERVER.den: means(zero)},
@@ -91,19 +93,21 @@ def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],
 
 def analyze_prompt_set(
     run: Run, prompt_set: str, *, seed: int, resamples: int, inflation: float = 1.0,
-    requests: PairedRequests | None = None,
+    requests: PairedRequests | None = None, between: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Both decisions, efficiencies, tax and schedule for one prompt set (analysis.json keys)."""
+    """Both decisions, efficiencies, tax and schedule for one prompt set (analysis.json keys);
+    `between` is analysis.json's between_launch section, when a second launch measured it."""
     requests = requests if requests is not None else PairedRequests(run)
     stats = _static(run, prompt_set, inflation)
     base, spec, zero = stats[PLAIN.den], stats[PLAIN.num], stats[ONE_SERVER.den]
     if not base:
         return _one_server_only(run, prompt_set, spec, zero, seed=seed, resamples=resamples,
-                                requests=requests)
+                                requests=requests, between=between)
     notes: list[str] = []
     levels = shared_levels(PLAIN, prompt_set, spec, base, str(run.path), notes)
     out = decide(run.summary, prompt_set, PLAIN, (spec, base), levels,
-                 seed=seed, resamples=resamples, requests=requests, grid=grid_of(run))
+                 seed=seed, resamples=resamples, requests=requests, grid=grid_of(run),
+                 launch_sd=ratio_sd(between, prompt_set, PLAIN.num, PLAIN.den))
     out["notes"] = notes + out["notes"]
     # The envelope against both plain curves, as before the zero-step curve existed.
     dynamic = mean_by_level(run.summary, DYNAMIC, prompt_set, "output_tok_s")
@@ -113,7 +117,7 @@ def analyze_prompt_set(
                envelope_min=envelope.minimum)
     out["claim"] = text.plain_claim(prompt_set, out)
     out["one_server"] = _one_server(run, prompt_set, spec, zero, seed=seed,
-                                    resamples=resamples, requests=requests)
+                                    resamples=resamples, requests=requests, between=between)
     out["plain_server"] = _plain_server(run, prompt_set, out, means(base))
     out["schedule"] = schedule_mod.schedule(run, prompt_set, requests)
     out["prompt_tokens"] = context.prompt_tokens(run, prompt_set)
@@ -123,12 +127,12 @@ def analyze_prompt_set(
 
 def _one_server_only(
     run: Run, prompt_set: str, spec: dict[int, LevelStats], zero: dict[int, LevelStats], *,
-    seed: int, resamples: int, requests: PairedRequests,
+    seed: int, resamples: int, requests: PairedRequests, between: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """A set measured without a baseline: the one-server decision, and a plain-server decision
     that says it was not measured (the keys every reader expects, with no outcome)."""
     one = _one_server(run, prompt_set, spec, zero, seed=seed, resamples=resamples,
-                      requests=requests)
+                      requests=requests, between=between)
     undecided = {"outcome": None, "crossover_concurrency": None, "interval": None,
                  "threshold_batch_size": None}
     out: dict[str, Any] = {

@@ -118,14 +118,22 @@ def plot(run_dir: Path) -> None:
 
 
 @app.command()
-def report(run_dir: Path) -> None:
+def report(
+    run_dir: Path,
+    relaunch: Annotated[
+        Path | None,
+        typer.Option(help="a run of the same servers on another launch: the c* and T "
+                          "intervals then carry how far each configuration moved between the two"),
+    ] = None,
+) -> None:
     """Print the summary tables and write RUN_DIR/report.md."""
     from specbench import analysis, configurations
     from specbench.report import document as report_mod
 
     run = _load(run_dir)
+    second = _load(relaunch) if relaunch is not None else None
     if configurations.analyzable(run.modes):
-        guard(lambda: analysis.write_analysis(run))
+        guard(lambda: analysis.write_analysis(run, relaunch=second))
     console = Console()
     report_mod.render_terminal(run, console)
     path = guard(lambda: report_mod.write_report(run))

@@ -63,7 +63,7 @@ from specbench.regress.inputs import (
 )
 from specbench.regress.judge import DECISIONS, SPEC_MODES, compare_crossover, compare_group
 from specbench.regress.render import publish, publish_unusable, render_terminal
-from specbench.regress.thresholds import Thresholds
+from specbench.regress.thresholds import Thresholds, across_launches
 from specbench.regress.verdict import (
     EXIT_OK,
     EXIT_REGRESSION,
@@ -119,10 +119,17 @@ def _judge_all(
     groups: list[GroupComparison] = []
     points: list[PointComparison] = []
     notes: list[str] = []
+    between = ((runs[0].analysis or {}).get("between_launch") or {}).get("by_configuration", {})
     for mode, prompt_set in sorted({(m, s) for m, s, _ in inputs.keys}):
         group_keys = [k for k in inputs.keys if k[0] == mode and k[1] == prompt_set]
+        label = f"{mode}/{prompt_set}"
+        group_th = across_launches(th, between.get(label, {}).get("sd_pct", 0.0) / 100)
+        if group_th is not th:
+            notes.append(f"{label}: fails below -{group_th.fail_pct:.1f}%, not -{th.fail_pct:g}%: "
+                         f"the reference moved by sd {between[label]['sd_pct']:.1f}% between two "
+                         "launches of its server, and a relaunch must not fail")
         group, group_points, group_notes = compare_group(
-            mode, prompt_set, group_keys, inputs.ref, inputs.cand, th)
+            mode, prompt_set, group_keys, inputs.ref, inputs.cand, group_th)
         groups.append(group)
         points.extend(group_points)
         notes.extend(group_notes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from specbench.errors import ConfigError
@@ -74,3 +75,15 @@ class Thresholds:
             fail_pct=self.fail_pct if fail_pct is None else fail_pct,
             accept_fail_pct=self.accept_fail_pct if accept_fail_pct is None else accept_fail_pct,
         )
+
+
+def across_launches(th: Thresholds, launch_sd: float) -> Thresholds:
+    """`th` for a configuration whose reference moved by `launch_sd` (sd of log tok/s) between
+    two launches of its server (analysis.json's between_launch): a candidate on another launch
+    differs from the reference by ~N(0, 2 sd^2) on the log scale, so it fails only below about
+    two sds of that (2 sqrt(2) sd), and warns at half of it. Never narrower than `th`."""
+    floor_pct = 100 * (1 - math.exp(-2 * math.sqrt(2) * launch_sd))
+    if floor_pct <= th.fail_pct:
+        return th
+    return replace(th, fail_pct=floor_pct, warn_pct=max(th.warn_pct, floor_pct / 2))
+

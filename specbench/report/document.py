@@ -218,6 +218,12 @@ def _applied_lines(result: dict[str, Any]) -> list[str]:
         applied = result.get("applied_threshold")
         if applied is not None and applied != result.get("recommended_threshold"):
             lines.append(f"The dynamic-disable server in this run used T = {applied}.")
+    between = result.get("between_launch")
+    if between:
+        moved = ", ".join(f"{name} {found['sd_pct']:.1f}%"
+                          for name, found in between["by_configuration"].items())
+        lines.append(f"The intervals carry how far each configuration moved between launches, "
+                     f"from a second launch ({between['relaunch']}): sd {moved}.")
     return lines
 
 

@@ -96,8 +96,8 @@ def test_sweep_reproduces_the_measured_moe_case(tmp_path: Path) -> None:
     profile = load_profile(PROFILE)
     calib = profile.extra["calibration"]
     tol = float(calib["tolerance"])
-    # The client must keep up: ~1.1k tok/s (coding, c=250) x 8 is well within one core.
-    run = _run_sweep(tmp_path, time_scale=8.0)
+    # The client must keep up: ~1.1k tok/s (coding, c=250) x 16 is well within one core.
+    run = _run_sweep(tmp_path, time_scale=16.0)
     with open(run / "summary.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     tok_s = {

@@ -1,0 +1,99 @@
+"""How far a configuration's speed moves from one launch of its server to the next.
+
+A server launched twice serves the same requests at different speeds: on the H200 with
+FlashInfer the baseline repeated within 0.5% across two launches while EAGLE-3 at c = 16 gave
+2,695 and 3,246 tok/s (issue 36). A point's interval covers its window's noise, not that, and
+the paired ratio a decision rests on (EAGLE-3 / baseline, same launch) hides it entirely.
+
+The model: each launch multiplies a configuration's whole curve by exp(b), b ~ N(0, sigma^2),
+the same at every level (a launch that runs slow runs slow everywhere). A level measured on two
+launches A and B gives d = log(t_B / t_A) with
+
+    E[d^2] = 2 sigma^2 + se_A^2 + se_B^2
+
+(se: each point's relative standard error), so over the levels both launches measured
+
+    sigma^2 = max(0, mean(d^2 - se_A^2 - se_B^2) / 2).
+
+A ratio of two configurations then moves between launches by sqrt(sigma_num^2 + sigma_den^2),
+one draw per resample shared by every level (:func:`specbench.analysis.intervals.ratio_draws`).
+With two launches the estimate rests on one difference per level; it says how large the term is,
+not precisely.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from specbench.analysis.curves import LevelStats, level_stats
+from specbench.results import Run
+
+
+@dataclass(frozen=True)
+class LaunchSpread:
+    """One configuration on one prompt set, measured on two launches."""
+
+    mode: str
+    prompt_set: str
+    levels: tuple[int, ...]
+    log_diff: tuple[float, ...]  # log(second / first) per level
+    sd_log: float  # sigma: the between-launch standard deviation of log tok/s
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "levels": list(self.levels),
+            "change_pct": [round(100 * math.expm1(d), 2) for d in self.log_diff],
+            "sd_pct": round(100 * self.sd_log, 2),
+        }
+
+
+def _rel_se(stats: LevelStats) -> float:
+    return stats.se_tok_s / stats.mean_tok_s if stats.mean_tok_s > 0 else 0.0
+
+
+def spread_of(mode: str, prompt_set: str, first: dict[int, LevelStats],
+              second: dict[int, LevelStats]) -> LaunchSpread | None:
+    """sigma for one configuration from the levels both launches measured (None if none)."""
+    levels = sorted(c for c in first if c in second
+                    and first[c].mean_tok_s > 0 and second[c].mean_tok_s > 0)
+    if not levels:
+        return None
+    diffs = [math.log(second[c].mean_tok_s / first[c].mean_tok_s) for c in levels]
+    excess = [d * d - _rel_se(first[c]) ** 2 - _rel_se(second[c]) ** 2
+              for d, c in zip(diffs, levels, strict=True)]
+    variance = max(0.0, sum(excess) / len(excess) / 2)
+    return LaunchSpread(mode, prompt_set, tuple(levels), tuple(diffs), math.sqrt(variance))
+
+
+def launch_spreads(first: Run, second: Run, inflation: float = 1.0) -> list[LaunchSpread]:
+    """Every (configuration, prompt set) that both runs measured at a shared level."""
+    out = []
+    for prompt_set in first.prompt_sets:
+        for mode in first.modes:
+            found = spread_of(mode, prompt_set,
+                              level_stats(first.summary, mode, prompt_set, inflation),
+                              level_stats(second.summary, mode, prompt_set, inflation))
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def between_launch_section(first: Run, second: Run) -> dict[str, Any]:
+    """analysis.json's ``between_launch``: where the second launch is and sigma per config."""
+    spreads = launch_spreads(first, second)
+    return {
+        "relaunch": str(second.path),
+        "by_configuration": {f"{s.mode}/{s.prompt_set}": s.as_json() for s in spreads},
+    }
+
+
+def ratio_sd(section: dict[str, Any] | None, prompt_set: str, num: str, den: str) -> float:
+    """The between-launch sd of log(num / den) on `prompt_set` (0 where a configuration was
+    not measured twice: nothing says it moves)."""
+    if not section:
+        return 0.0
+    by = section.get("by_configuration", {})
+    parts = [by.get(f"{mode}/{prompt_set}", {}).get("sd_pct", 0.0) / 100 for mode in (num, den)]
+    return math.sqrt(sum(p * p for p in parts))
