@@ -185,7 +185,7 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
         )
     requests = PairedRequests(run)
     intervals, inflation = _intervals(run)
-    between = (launches.between_launch_section(run, relaunch) if relaunch is not None
+    between = (launches.between_launch_section(run, relaunch, inflation) if relaunch is not None
                else (run.analysis or {}).get("between_launch"))
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples,
                                      inflation=inflation, requests=requests, between=between)

@@ -80,20 +80,23 @@ def launch_spreads(first: Run, second: Run, inflation: float = 1.0) -> list[Laun
     return out
 
 
-def between_launch_section(first: Run, second: Run) -> dict[str, Any]:
-    """analysis.json's ``between_launch``: where the second launch is and sigma per config."""
-    spreads = launch_spreads(first, second)
+def between_launch_section(first: Run, second: Run, inflation: float = 1.0) -> dict[str, Any]:
+    """analysis.json's ``between_launch``: where the second launch is and sigma per config
+    (`inflation`: the analysis's factor on batch-means errors, curves.slice_inflation)."""
+    spreads = launch_spreads(first, second, inflation)
     return {
         "relaunch": str(second.path),
         "by_configuration": {f"{s.mode}/{s.prompt_set}": s.as_json() for s in spreads},
     }
 
 
+def sd_of(section: dict[str, Any] | None, label: str) -> float:
+    """sigma of configuration `label` ("mode/prompt_set") in a stored ``between_launch``
+    section (0 where it was not measured twice: nothing says it moves)."""
+    found = (section or {}).get("by_configuration", {}).get(label, {})
+    return float(found.get("sd_pct", 0.0)) / 100
+
+
 def ratio_sd(section: dict[str, Any] | None, prompt_set: str, num: str, den: str) -> float:
-    """The between-launch sd of log(num / den) on `prompt_set` (0 where a configuration was
-    not measured twice: nothing says it moves)."""
-    if not section:
-        return 0.0
-    by = section.get("by_configuration", {})
-    parts = [by.get(f"{mode}/{prompt_set}", {}).get("sd_pct", 0.0) / 100 for mode in (num, den)]
-    return math.sqrt(sum(p * p for p in parts))
+    """The between-launch sd of log(num / den) on `prompt_set`."""
+    return math.hypot(sd_of(section, f"{num}/{prompt_set}"), sd_of(section, f"{den}/{prompt_set}"))

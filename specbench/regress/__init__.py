@@ -52,6 +52,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from specbench.analysis.launches import sd_of
 from specbench.errors import UserError
 from specbench.regress.inputs import (
     CI_HIGH_COLUMN,
@@ -119,14 +120,15 @@ def _judge_all(
     groups: list[GroupComparison] = []
     points: list[PointComparison] = []
     notes: list[str] = []
-    between = ((runs[0].analysis or {}).get("between_launch") or {}).get("by_configuration", {})
+    between = (runs[0].analysis or {}).get("between_launch")
     for mode, prompt_set in sorted({(m, s) for m, s, _ in inputs.keys}):
         group_keys = [k for k in inputs.keys if k[0] == mode and k[1] == prompt_set]
         label = f"{mode}/{prompt_set}"
-        group_th = across_launches(th, between.get(label, {}).get("sd_pct", 0.0) / 100)
+        launch_sd = sd_of(between, label)
+        group_th = across_launches(th, launch_sd)
         if group_th is not th:
             notes.append(f"{label}: fails below -{group_th.fail_pct:.1f}%, not -{th.fail_pct:g}%: "
-                         f"the reference moved by sd {between[label]['sd_pct']:.1f}% between two "
+                         f"the reference moved by sd {100 * launch_sd:.1f}% between two "
                          "launches of its server, and a relaunch must not fail")
         group, group_points, group_notes = compare_group(
             mode, prompt_set, group_keys, inputs.ref, inputs.cand, group_th)

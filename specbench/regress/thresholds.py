@@ -86,4 +86,3 @@ def across_launches(th: Thresholds, launch_sd: float) -> Thresholds:
     if floor_pct <= th.fail_pct:
         return th
     return replace(th, fail_pct=floor_pct, warn_pct=max(th.warn_pct, floor_pct / 2))
-
