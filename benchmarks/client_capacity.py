@@ -17,6 +17,11 @@ For each concurrency it reports, as medians of --runs runs:
 - cpu frac      client CPU / window wall time (1.0 = the event loop's core is saturated);
 - peak MB       the client process's peak resident memory.
 
+On the paced server each level runs twice: closed loop (c users) and open loop
+(:mod:`specbench.load.arrivals`: Poisson arrivals at c / request duration per second, about c
+requests in flight once warm), so that the client's CPU per chunk of the two load paths can be
+compared at the same load.
+
 Usage::
 
     python benchmarks/client_capacity.py            # c = 1, 64, 256, 1024; 3 runs; 3 s windows
@@ -62,9 +67,12 @@ def serve(port: int, step_s: float) -> None:
 
 # -- one client run (its own process) ------------------------------------------------------
 
-def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict[str, Any]:
+def client(url: str, concurrency: int, warmup_s: float, window_s: float,
+           rate: float = 0.0) -> dict[str, Any]:
+    """One point; `rate` > 0: open loop at that many requests per second."""
     import numpy as np
 
+    from specbench.load.arrivals import run_open_point
     from specbench.load.runner import PointSpec, run_point
     from specbench.prompts import PromptRequest
 
@@ -74,8 +82,13 @@ def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict
     spec = PointSpec(base_url=url, protocol="openai-chat", model="m", concurrency=concurrency,
                      requests=requests, warmup_s=warmup_s, window_s=window_s,
                      scrape_metrics=False, request_timeout_s=60.0)
+    if rate > 0:
+        spec = PointSpec(base_url=url, protocol="openai-chat", model="m", concurrency=0,
+                         requests=requests, warmup_s=warmup_s, window_s=window_s,
+                         scrape_metrics=False, request_timeout_s=60.0, request_rate=rate,
+                         drain_max_s=0.1)
     cpu0 = time.process_time()
-    result = asyncio.run(run_point(spec))
+    result = asyncio.run(run_open_point(spec) if rate > 0 else run_point(spec))
     cpu_total = time.process_time() - cpu0
     from specbench.metrics import window_tokens  # after the run: pandas is a slow import
 
@@ -86,6 +99,7 @@ def client(url: str, concurrency: int, warmup_s: float, window_s: float) -> dict
     errors = [r.error_class for r in result.records if r.status == "error"]
     return {
         "concurrency": concurrency,
+        "loop": "open" if rate > 0 else "closed",
         "tokens": tokens,
         "window_wall_s": end - start,
         "client_cpu_s": result.client_cpu_s,
@@ -131,8 +145,9 @@ def _wait_port(port: int, timeout_s: float = 10.0) -> None:
 
 
 def _measure(step_ms: float, levels: list[int], runs: int, warmup_s: float, window_s: float,
-             raw: bool) -> list[dict[str, Any]]:
-    """Start a server with this step time, run the client `runs` times per level."""
+             raw: bool, open_loop: bool = False) -> list[dict[str, Any]]:
+    """Start a server with this step time, run the client `runs` times per level (and, with
+    `open_loop`, as many open-loop runs holding about as many requests in flight)."""
     from specbench.engines.process import free_port
 
     port = free_port()
@@ -142,17 +157,22 @@ def _measure(step_ms: float, levels: list[int], runs: int, warmup_s: float, wind
     rows = []
     try:
         _wait_port(port)
+        # A request lasts TOKENS_PER_REQUEST steps: c in flight at c / that many per second.
+        # The two loops' runs alternate, so that the shared machine's drift hits both alike.
+        rates = [0.0] + ([1.0 / (TOKENS_PER_REQUEST * step_ms / 1000.0)] if open_loop else [])
         for c in levels:
-            results = []
+            results: dict[float, list[dict[str, Any]]] = {r: [] for r in rates}
             for _ in range(runs):
-                out = subprocess.run(
-                    [sys.executable, __file__, "--_client", f"http://127.0.0.1:{port}", str(c),
-                     str(warmup_s), str(window_s)],
-                    env=env, capture_output=True, text=True, timeout=120, check=True)
-                results.append(json.loads(out.stdout))
-            if raw:
-                print(json.dumps({"step_ms": step_ms, "runs": results}))
-            rows.append({"step_ms": step_ms, **_row(c, results)})
+                for per_user in rates:
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--_client", f"http://127.0.0.1:{port}",
+                         str(c), str(warmup_s), str(window_s), str(c * per_user)],
+                        env=env, capture_output=True, text=True, timeout=120, check=True)
+                    results[per_user].append(json.loads(out.stdout))
+            for runs_of_loop in results.values():
+                if raw:
+                    print(json.dumps({"step_ms": step_ms, "runs": runs_of_loop}))
+                rows.append({"step_ms": step_ms, **_row(c, runs_of_loop)})
     finally:
         server.terminate()
         server.wait(10)
@@ -170,35 +190,43 @@ def main(argv: list[str] | None = None) -> int:
                         help="step time of the paced server (one chunk per stream per step)")
     parser.add_argument("--json", action="store_true", help="print raw runs as JSON too")
     parser.add_argument("--_serve", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--_client", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--_client", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args._serve:
         serve(int(args._serve[0]), float(args._serve[1]))
         return 0
     if args._client:
-        url, c, warmup, window = args._client
-        print(json.dumps(client(url, int(c), float(warmup), float(window))))
+        url, c, warmup, window, rate = args._client
+        print(json.dumps(client(url, int(c), float(warmup), float(window), float(rate))))
         return 0
 
     window_s = args.window_s or (0.5 if args.quick else 3.0)
+    # The open loop's warmup waits for a first request to end: a paced one lasts 2.56 s.
     warmup_s = 0.2 if args.quick else 1.0
     levels = [int(x) for x in args.levels.split(",")]
     paced_levels = [c for c in levels if c == 256] if args.quick else levels
     rows = _measure(0.0, levels, args.runs, warmup_s, window_s, args.json)
     if paced_levels:
         rows += _measure(args.paced_step_ms, paced_levels, args.runs, warmup_s, window_s,
-                         args.json)
+                         args.json, open_loop=True)
     parse_us = parse_cost_us_per_chunk()
     print(f"client capacity, openai-chat, one token per chunk, {args.runs} runs of "
           f"{window_s:g} s windows (medians); python {sys.version.split()[0]}, "
           f"{os.cpu_count()} cpus")
-    print(f"{'step ms':>7} {'c':>5} {'tok/s':>8} {'tok/cpu-s':>10} {'us/chunk':>9} "
+    print(f"{'step ms':>7} {'load':>6} {'c':>5} {'tok/s':>8} {'tok/cpu-s':>10} {'us/chunk':>9} "
           f"{'chunks/read':>11} {'cpu frac':>8} {'lag p99 ms':>10} {'peak MB':>8} {'errors':>6}")
     for r in rows:
-        print(f"{r['step_ms']:>7g} {r['c']:>5} {r['tok_s']:>8.0f} {r['tok_per_cpu_s']:>10.0f} "
+        print(f"{r['step_ms']:>7g} {r['loop']:>6} {r['c']:>5} {r['tok_s']:>8.0f} "
+              f"{r['tok_per_cpu_s']:>10.0f} "
               f"{r['us_per_chunk']:>9.1f} {r['chunks_per_read']:>11.2f} {r['cpu_frac']:>8.2f} "
               f"{r['lag_p99_ms']:>10.2f} {r['peak_mb']:>8.0f} {r['errors']:>6d}")
     print(f"stream parsing after the window: {parse_us:.1f} us per chunk")
+    for closed in (r for r in rows if r["loop"] == "closed" and r["step_ms"] > 0):
+        opened = next((r for r in rows if r["loop"] == "open" and r["c"] == closed["c"]
+                       and r["step_ms"] == closed["step_ms"]), None)
+        if opened is not None:
+            print(f"open loop / closed loop, us per chunk at c={closed['c']} (paced): "
+                  f"{opened['us_per_chunk'] / closed['us_per_chunk']:.2f}")
     return 0
 
 
@@ -208,6 +236,7 @@ def _row(c: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
 
     return {
         "c": c,
+        "loop": runs[0]["loop"],
         "tok_s": med(lambda r: r["tokens"] / r["window_wall_s"]),
         "tok_per_cpu_s": med(lambda r: r["tokens"] / max(r["client_cpu_s"], 1e-9)),
         "us_per_chunk": med(lambda r: r["client_cpu_s"] / max(r["tokens"], 1) * 1e6),

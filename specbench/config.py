@@ -220,7 +220,8 @@ def auto_plan(cfg: SweepConfig, grid_given: bool) -> Literal["auto", "dense", "a
     it stays "auto": the launch time decides (run/plan.py, plan_for_launch)."""
     one_at_a_time = cfg.executor != "ray" and len(cfg.gpu_slots()) <= 1 and not cfg.only_config
     paired = any(set(pair) <= set(cfg.modes) for pair in configurations.DECISION_PAIRS.values())
-    if grid_given or not one_at_a_time or not paired or "tuned" in cfg.modes:
+    if grid_given or not one_at_a_time or not paired or "tuned" in cfg.modes \
+            or cfg.load.request_rates:
         return "dense"
     if cfg.engine == "sglang":  # launches cost minutes: run/plan.py weighs them (plan_for_launch)
         return "auto"

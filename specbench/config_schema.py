@@ -196,6 +196,60 @@ class LoadConfig(_Section):
     ignore_eos: bool = option(
         False, "generate exactly max_tokens per request (SGLang ignore_eos)", cli="--ignore-eos"
     )
+    # Open loop (load/arrivals.py): the levels are request rates instead of --concurrency.
+    request_rates: tuple[float, ...] = option(
+        (),
+        "open loop: comma list of request rates (requests per GPU second) to sweep instead of "
+        "--concurrency; inf sends the top --concurrency level's requests at once",
+        cli="--request-rates",
+        parse="rates",
+    )
+    burstiness: float = option(
+        1.0, "open loop: gamma shape of the gaps between arrivals (1: Poisson, < 1: burstier)",
+        cli="--burstiness", gt=0,
+    )
+    max_concurrency: int | None = option(
+        None, "open loop: at most this many requests in flight (arrivals wait)",
+        cli="--max-concurrency", help_default="no cap", ge=1,
+    )
+    slo: dict[str, float] = option(
+        {},
+        "latency SLOs for goodput, e.g. ttft_ms=2000,tpot_ms=40,e2e_ms=20000 (model ms; a "
+        "request counts when it meets every one)",
+        cli="--slo",
+        parse="slo",
+    )
+    percentiles: tuple[int, ...] = option(
+        (50, 90, 99), "latency percentiles shown in the summary and report (of 50,90,95,99)",
+        cli="--percentiles", parse="csv_int",
+    )
+
+    @field_validator("request_rates")
+    @classmethod
+    def _positive_rates(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not r > 0 for r in value):
+            raise ConfigError("--request-rates: every rate must be > 0 (or inf); "
+                              "give e.g. --request-rates 2,8,32,inf")
+        return tuple(sorted(set(value)))
+
+    @field_validator("percentiles")
+    @classmethod
+    def _known_percentiles(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(q not in (50, 90, 95, 99) for q in value):
+            raise ConfigError(f"--percentiles {','.join(map(str, value))}: specbench keeps "
+                              "p50, p90, p95 and p99; give some of them, e.g. 50,90,99")
+        return tuple(sorted(set(value)))
+
+    @field_validator("slo")
+    @classmethod
+    def _known_slo(cls, value: dict[str, float]) -> dict[str, float]:
+        from specbench.goodput import SLO_KEYS
+
+        for key, limit in value.items():
+            if key not in SLO_KEYS or not limit > 0:
+                raise ConfigError(f"slo {key}={limit}: keys are {', '.join(SLO_KEYS)}, each "
+                                  "> 0 ms; give e.g. --slo ttft_ms=2000,tpot_ms=40")
+        return value
 
     @field_validator("extra_request_body", mode="before")
     @classmethod
@@ -417,6 +471,24 @@ class SweepConfig(_Section):
         if self.gpus and len(self.gpus) < tp:
             raise ConfigError(f"--gpus {','.join(map(str, self.gpus))}: fewer GPUs than one "
                               f"server's --tp-size {tp}; give at least {tp}")
+        return self
+
+    @model_validator(mode="after")
+    def _open_loop(self) -> SweepConfig:
+        if not self.load.request_rates:
+            for flag, given in (("--burstiness", self.load.burstiness != 1.0),
+                                ("--max-concurrency", self.load.max_concurrency is not None)):
+                if given:
+                    raise ConfigError(f"{flag} shapes open-loop arrivals; add --request-rates "
+                                      f"(e.g. 2,8,32,inf) or drop {flag}")
+            return self
+        if self.plan == "adaptive":
+            raise ConfigError("--plan adaptive bisects concurrency levels; an open-loop sweep "
+                              "(--request-rates) measures every rate: use --plan dense")
+        if self.load.client_procs > 1 or self.executor == "ray" or self.mix \
+                or self.context_lengths:
+            raise ConfigError("--request-rates runs on one client process, without --mix or "
+                              "--context-lengths (not supported yet): drop those options")
         return self
 
     @model_validator(mode="after")

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.goodput import Slo, open_loop_columns
 from specbench.load.prometheus import GEN_TOKENS
 from specbench.load.protocols import ERROR_CLASSES
 from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
@@ -103,6 +104,7 @@ class Flag(Enum):
     TOO_FEW_REQUESTS = "too_few_requests"
     WINDOW_FORCED_OPEN = "window_forced_open"
     WARMUP_ERRORS = "warmup_errors"
+    BEHIND_SCHEDULE = "behind_schedule"
 
     @property
     def advice(self) -> str:
@@ -110,6 +112,13 @@ class Flag(Enum):
 
 
 _ADVICE: dict[Flag, str] = {
+    Flag.BEHIND_SCHEDULE: (
+        "Open loop: the client sent the window's requests late against their arrival "
+        "schedule (median lag above a tenth of the mean gap between arrivals, and above 2 ms "
+        "wall), so the server saw fewer, later arrivals than asked. Use a lower "
+        "--sim-time-scale or a quieter machine, or lower the rate; see "
+        "benchmarks/client_capacity.py."
+    ),
     Flag.CLIENT_BOUND: (
         f"The load generator, not the server, may have limited this point: client CPU was above "
         f"{CLIENT_CPU_FRAC_MAX:.0%} of a core; or the event loop's median lag exceeded one token "
@@ -217,7 +226,8 @@ def _finished_in_window(rec: RequestRecord, start: float, end: float) -> bool:
     return rec.status == "ok" and start < rec.t_end <= end
 
 
-def _request_row(rec: RequestRecord, start: float, end: float, scale: float) -> dict[str, Any]:
+def _request_row(rec: RequestRecord, start: float, end: float, scale: float,
+                 arrived: frozenset[int]) -> dict[str, Any]:
     ms = scale * 1000.0
     ttft = (rec.t_first_token - rec.t_send) * ms if rec.t_first_token is not None else NAN
     e2e = (rec.t_end - rec.t_send) * ms
@@ -253,6 +263,7 @@ def _request_row(rec: RequestRecord, start: float, end: float, scale: float) -> 
         "window_tokens": window_tokens(rec.chunk_t, rec.chunk_tokens, start, end),
         "chunk_t_s": (rec.chunk_t - start) * scale,
         "chunk_tokens": rec.chunk_tokens,
+        "arrived_in_window": rec.request_id in arrived,
     }
 
 
@@ -263,7 +274,7 @@ FRAME_COLUMNS: tuple[str, ...] = (
     "finish_reason", "http_status", "prompt_tokens", "completion_tokens", "max_tokens",
     "spec_verify_ct", "n_chunks", "n_reads", "token_mismatch", "finished_in_window", "t_send_s",
     "t_first_token_s", "t_end_s", "ttft_ms", "e2e_ms", "itl_ms_mean", "tpot_ms",
-    "window_tokens", "chunk_t_s", "chunk_tokens",
+    "window_tokens", "chunk_t_s", "chunk_tokens", "arrived_in_window",
 )
 
 
@@ -271,10 +282,12 @@ def requests_frame(result: PointResult, time_scale: float) -> pd.DataFrame:
     """One row per request alive in the window; times in model seconds/ms from window start.
 
     ``chunk_t_s``/``chunk_tokens`` are list columns: each request's (arrival, cumulative
-    tokens) points, from which any other window can be recomputed.
+    tokens) points, from which any other window can be recomputed. ``arrived_in_window``: an
+    open-loop point's window arrivals (followed to their end); always false in a closed loop.
     """
     start, end = result.window_start, result.window_end
-    rows = [_request_row(rec, start, end, time_scale) for rec in result.records]
+    arrived = result.window_request_ids
+    rows = [_request_row(rec, start, end, time_scale, arrived) for rec in result.records]
     frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
     for col in _NULLABLE_INT:
         frame[col] = pd.array(frame[col].tolist(), dtype="Int64")
@@ -282,7 +295,7 @@ def requests_frame(result: PointResult, time_scale: float) -> pd.DataFrame:
         frame[col] = frame[col].astype("string")
     for col in ("request_id", "user", "completion_tokens", "max_tokens", "n_chunks", "n_reads"):
         frame[col] = frame[col].astype("int64")
-    for col in ("token_mismatch", "finished_in_window"):
+    for col in ("token_mismatch", "finished_in_window", "arrived_in_window"):
         frame[col] = frame[col].astype("bool")
     return frame
 
@@ -400,7 +413,9 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
         "requests_per_s": _ratio(float(n_requests), window_s),
         "ttft_ms_p50": _pct(ttft, 50), "ttft_ms_p90": _pct(ttft, 90), "ttft_ms_p99": _pct(ttft, 99),
         "itl_ms_p50": _pct(itl, 50), "itl_ms_p90": _pct(itl, 90), "itl_ms_p99": _pct(itl, 99),
-        "tpot_ms_p50": _pct(tpot, 50),
+        "tpot_ms_p50": _pct(tpot, 50), "tpot_ms_p90": _pct(tpot, 90),
+        "tpot_ms_p95": _pct(tpot, 95), "tpot_ms_p99": _pct(tpot, 99),
+        "ttft_ms_p95": _pct(ttft, 95), "itl_ms_p95": _pct(itl, 95), "e2e_ms_p95": _pct(e2e, 95),
         "e2e_ms_p50": _pct(e2e, 50), "e2e_ms_p90": _pct(e2e, 90), "e2e_ms_p99": _pct(e2e, 99),
         "per_user_tok_s": _ratio(output_tok_s, float(result.concurrency)),
         "accept_length": accept_length,
@@ -495,10 +510,25 @@ def _flags(
 
 
 def summarize_point(result: PointResult, time_scale: float, max_running_requests: int | None,
-                    error_budget: float) -> dict[str, Any]:
-    """The summary row of one point (model time; see the module docstring for definitions)."""
+                    error_budget: float, slo: Slo | None = None,
+                    frame: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The summary row of one point (model time; see the module docstring for definitions).
+    An open-loop point adds its columns and latencies of its window's arrivals
+    (:func:`specbench.goodput.open_loop_columns`; `frame`: its request rows, if built)."""
     server = _server_view(result, time_scale)
     row = _summary_row(result, time_scale, server)
+    if result.request_rate is not None:
+        if frame is None:
+            frame = requests_frame(result, time_scale)
+        arrived = [r for r in result.records
+                   if r.request_id in result.window_request_ids and r.status == "ok"]
+        itl_ms = (np.concatenate([itl_samples_s(r.chunk_t, r.chunk_tokens) for r in arrived])
+                  * time_scale * 1000.0 if arrived else np.empty(0))
+        running = np.array([g.values[RUNNING_REQS] for g in result.gauges
+                            if RUNNING_REQS in g.values], dtype=float)
+        row |= open_loop_columns(result, frame, time_scale, slo, running, itl_ms)
     flags = _flags(result, row, server, time_scale, max_running_requests, error_budget)
+    if row.get("behind_schedule"):
+        flags.append(Flag.BEHIND_SCHEDULE)
     row["flags"] = ";".join(f.value for f in flags)
     return row

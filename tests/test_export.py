@@ -51,8 +51,9 @@ VLLM_KEYS = [
     "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
     "output_throughput", "total_token_throughput", "latencies", "queue_times",
     "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
+    # --metric-percentiles as the run's --percentiles (default 50,90,99)
     *(f"{stat}_{name}_ms" for name in ("ttft", "tpot", "itl", "e2el", "client_queue_time")
-      for stat in ("mean", "median", "std", "p99")),
+      for stat in ("mean", "median", "std", "p50", "p90", "p99")),
 ]
 
 

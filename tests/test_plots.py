@@ -9,7 +9,7 @@ import pytest
 from matplotlib.lines import Line2D
 
 from specbench.analysis import AnalysisError, analyze
-from specbench.report import plots
+from specbench.report import plots, style
 from specbench.results import load_run
 from tests.builders import (
     ZERO_STEP_FRACTION,
@@ -51,7 +51,8 @@ def test_plot_run_writes_png_and_svg_for_every_figure(tmp_path: Path) -> None:
     run = load_run(_tune_run(tmp_path))
     paths = plots.plot_run(run)
     names = sorted(p.name for p in paths)
-    drawn = [n for n in plots.FIGURE_NAMES if n != "context"]  # context: bucketed runs only
+    # context: bucketed runs only; arrivals: open-loop runs only
+    drawn = [n for n in plots.FIGURE_NAMES if n not in ("context", "arrivals")]
     expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == expected
     for path in paths:
@@ -95,7 +96,7 @@ def test_titles_state_the_finding_and_the_crossover_is_drawn(tmp_path: Path) -> 
     assert ys(flagged[0]) == [pytest.approx(baseline_curve(128))]
     # One colour per mode, the same in every figure.
     colours = {line.get_label(): line.get_color() for line in ax.get_lines()}
-    assert colours["EAGLE-3"] == plots.MODE_COLORS["eagle3"]
+    assert colours["EAGLE-3"] == style.MODE_COLORS["eagle3"]
 
     ratio_ax = figs["ratio"].axes[0]
     assert any(ys(line) == [1.0, 1.0] for line in ratio_ax.get_lines())
@@ -161,16 +162,16 @@ def test_schedule_and_efficiency_figures(tmp_path: Path) -> None:
 
 
 def test_labels_and_order_of_any_names() -> None:
-    assert plots.order(["tuned", "eagle3-k5", "baseline", "zero-step", "eagle3", "eagle3-k1",
+    assert style.order(["tuned", "eagle3-k5", "baseline", "zero-step", "eagle3", "eagle3-k1",
                         "sglang-default", "dynamic-t40", "dynamic", "weird"]) == [
         "baseline", "eagle3", "eagle3-k1", "eagle3-k5", "zero-step", "dynamic-t40",
         "sglang-default", "dynamic", "tuned", "weird"]
-    assert plots.label("eagle3-k2") == "EAGLE-3 K=2" and plots.short_label("eagle3-k2") == "E3 k2"
-    assert plots.label("dynamic-t40") == "dynamic-disable T=40"
-    assert plots.short_label("dynamic-t40") == "dyn t40"
-    assert plots.short_label("weird") == "weird" and plots.color("weird").startswith("#")
+    assert style.label("eagle3-k2") == "EAGLE-3 K=2" and style.short_label("eagle3-k2") == "E3 k2"
+    assert style.label("dynamic-t40") == "dynamic-disable T=40"
+    assert style.short_label("dynamic-t40") == "dyn t40"
+    assert style.short_label("weird") == "weird" and style.color("weird").startswith("#")
     # Fewer steps lighter, more steps darker than EAGLE-3 at the run's K.
-    assert plots.color("eagle3-k1") != plots.color("eagle3-k5") != plots.MODE_COLORS["eagle3"]
+    assert style.color("eagle3-k1") != style.color("eagle3-k5") != style.MODE_COLORS["eagle3"]
 
 
 def test_headline_says_the_one_server_keeps_drafting_when_eagle3_always_beats_zero_step() -> None:

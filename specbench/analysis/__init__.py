@@ -68,7 +68,7 @@ from __future__ import annotations
 from typing import Any
 
 from specbench import configurations
-from specbench.analysis import launches, surface, text
+from specbench.analysis import arrivals, launches, surface, text
 from specbench.analysis import mix as mix_mod
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, Pair
 from specbench.analysis.curves import (
@@ -176,6 +176,10 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
     stored analysis carries is kept."""
     if run.summary.empty:
         raise AnalysisError(f"{run.path} has no measured points; run `specbench sweep` first")
+    if run.open_loop:
+        found = arrivals.analyze_arrivals(run, seed=seed, resamples=resamples)
+        return {"analysis_version": ANALYSIS_VERSION, "finding": text.arrivals_finding(found),
+                **found}
     present = set(run.modes)
     if not configurations.analyzable(present):
         missing = next(mode for mode in STATIC_MODES if mode not in present)

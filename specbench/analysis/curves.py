@@ -128,11 +128,11 @@ def point_means(run: Run) -> pd.DataFrame:
     standard errors when the run recorded slices, else the point's 95 % bootstrap CI.
     """
     summary = run.summary.copy()
-    numeric = [c for c in summary.columns
-               if c not in ("mode", "prompt_set", "concurrency", "repeat", "flags")]
+    # An open-loop run's points are per request rate (its concurrency is the cap, or 0).
+    keys = ["mode", "prompt_set", "concurrency", *(["request_rate"] if run.open_loop else [])]
+    numeric = [c for c in summary.columns if c not in (*keys, "repeat", "flags")]
     for col in numeric:
         summary[col] = pd.to_numeric(summary[col], errors="coerce")
-    keys = ["mode", "prompt_set", "concurrency"]
     grouped = summary.groupby(keys, sort=True)
     means = grouped[numeric].mean()
     tok_s = grouped["output_tok_s"]

@@ -212,6 +212,13 @@ def _decision_lines(name: str, s: Mapping[str, Any]) -> list[str]:
 
 def threshold_summary_text(result: Mapping[str, Any], k: int) -> str:
     """Plain text for `specbench threshold RUN_DIR`: per set c*, interval, T, then the advice."""
+    if result.get("load") == "open":  # an open-loop run: its decisions per rate
+        return "\n".join(
+            f"{name}: " + "; ".join(
+                [rate_decision_words(s[m]) for m in ("goodput", "tok_s") if s.get(m)]
+                + ([f"threshold {s['threshold_batch_size']} (from the {s['threshold_source']} "
+                    "decision)"] if s.get("threshold_batch_size") is not None else []))
+            for name, s in result["prompt_sets"].items())
     lines = [line for name, s in result["prompt_sets"].items()
              for line in _decision_lines(name, s)]
     t = result["recommended_threshold"]
@@ -228,3 +235,44 @@ def threshold_summary_text(result: Mapping[str, Any], k: int) -> str:
     lines.append("  --speculative-adaptive --speculative-adaptive-config FILE  with FILE = "
                  + json.dumps(adaptive_config(k, t)))
     return "\n".join(lines)
+
+
+# -- open loop ------------------------------------------------------------------------------
+
+def rate_decision_words(d: Mapping[str, Any] | None) -> str:
+    """One decision of an open-loop run: where EAGLE-3 stops winning, in requests/s."""
+    if d is None:
+        return "not decided (needs baseline and eagle3 at a finite rate)"
+    metric = "goodput" if d["metric"] == "goodput" else "output tok/s"
+    if d["outcome"] == "eagle3_never_wins":
+        return f"on {metric} EAGLE-3 is behind at every rate from {d['rates'][0]} req/s"
+    if d["outcome"] == "eagle3_always_wins":
+        return f"on {metric} EAGLE-3 is still ahead at {d['rates'][-1]} req/s, the top rate"
+    lo, hi = d["interval"]
+    batch = d.get("baseline_batch_size")
+    where = f" (baseline batch {batch:.0f})" if batch is not None else ""
+    if d.get("tie_below"):
+        low, high = d["bracket"]
+        ratio = d["ratio"][d["rates"].index(high)]
+        return (f"on {metric} EAGLE-3 keeps up with the baseline up to {low} req/s{where} and "
+                f"is behind at {high} req/s ({ratio:.2f}x)")
+    return (f"on {metric} EAGLE-3 stops winning at {d['rate_req_s']:.3g} req/s "
+            f"[{lo:.3g}-{hi:.3g}]{where}")
+
+
+def arrivals_finding(found: Mapping[str, Any]) -> str:
+    """The finding of an open-loop run: per set both decisions, then the dynamic server."""
+    parts = []
+    for name, s in found["prompt_sets"].items():
+        said = [rate_decision_words(s["tok_s"])]
+        if s.get("goodput") is not None:
+            said.insert(0, rate_decision_words(s["goodput"]))
+        for mode, rows in (s.get("dynamic") or {}).items():
+            e_good = [r["efficiency_goodput"] for r in rows if r["efficiency_goodput"] is not None]
+            e_tok = [r["efficiency_tok_s"] for r in rows if r["efficiency_tok_s"] is not None]
+            if e_good:
+                said.append(f"{mode} E on goodput {_pct_range(e_good)}")
+            elif e_tok:
+                said.append(f"{mode} E on tok/s {_pct_range(e_tok)}")
+        parts.append(f"{name}: " + "; ".join(said) + ".")
+    return " ".join(parts)

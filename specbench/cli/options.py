@@ -53,6 +53,8 @@ _PARSE_METAVARS = {
     "threshold": "int|auto",
     "gpus": "list[int]|all",
     "weights": "dict[str,float]",
+    "rates": "list[float]",
+    "slo": "dict[str,float]",
 }
 _PLAIN_METAVARS = {int: "int", float: "float", bool: "bool", str: "str", Path: "path"}
 

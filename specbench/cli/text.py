@@ -126,6 +126,25 @@ def parse_gpus(text: str) -> list[int]:
     return ids
 
 
+def parse_rates(text: str) -> tuple[float, ...]:
+    """`--request-rates 2,8,32,inf`: requests per second, inf for all at once."""
+    rates: list[float] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            value = float(part)
+        except ValueError:
+            value = float("nan")
+        if not value > 0 or part.lower() in ("nan", "-inf"):
+            raise ConfigError(f"--request-rates: {part!r} is not a rate > 0 or inf; "
+                              "give e.g. --request-rates 2,8,32,inf")
+        if value in rates:
+            raise ConfigError(f"--request-rates: {part} is given twice; list each rate once")
+        rates.append(value)
+    if not rates:
+        raise ConfigError("--request-rates is empty; give e.g. --request-rates 2,8,32,inf")
+    return tuple(sorted(rates))
+
+
 def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
     """One option's command-line value as the plain value its schema field takes."""
     if kind == "csv":
@@ -146,6 +165,12 @@ def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
         return parse_attach(value)
     if kind == "weights":
         return parse_weights(value)
+    if kind == "rates":
+        return list(parse_rates(value))
+    if kind == "slo":
+        from specbench.goodput import parse_slo
+
+        return parse_slo(value)
     if kind in ("int", "float"):
         return parse_number(value, kind, what)
     return str(value) if isinstance(value, Path) else value

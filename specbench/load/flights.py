@@ -14,8 +14,8 @@ from specbench.prompts import PromptRequest
 class Flight:
     """A request in progress; the hot path writes only ``times`` and ``reads``."""
 
-    __slots__ = ("error_class", "error_detail", "http_status", "prompt_index", "reads",
-                 "request_id", "status", "t_end", "t_send", "times", "user")
+    __slots__ = ("error_class", "error_detail", "http_status", "in_window", "prompt_index",
+                 "reads", "request_id", "status", "t_end", "t_send", "times", "user")
 
     def __init__(self, request_id: int, user: int, prompt_index: int) -> None:
         self.request_id = request_id
@@ -29,6 +29,7 @@ class Flight:
         self.status = "ok"
         self.error_class: str | None = None
         self.error_detail: str | None = None
+        self.in_window = False  # open loop: arrived in the window (load/arrivals.py)
 
     def ended_cleanly(self) -> bool:
         """Cheap check, without parsing, that the stream reached its [DONE]."""

@@ -66,6 +66,16 @@ class PointSpec:
     body: BodyOptions = field(default_factory=BodyOptions)
     # A progress display's view of the point (see LiveView); None: nobody is watching.
     live: LiveView | None = field(default=None, compare=False, repr=False)
+    # Open loop (load/arrivals.py): requests per wall second (inf: a burst); None: closed loop,
+    # `concurrency` users. Gaps are gamma with shape `burstiness` (1: Poisson); at most
+    # `max_concurrency` in flight; at rate inf `burst_requests` at once; the window's requests
+    # are followed for at most `drain_max_s` after it.
+    request_rate: float | None = None
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    burst_requests: int = 0
+    arrival_seed: int = 0
+    drain_max_s: float = 30.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,6 +133,14 @@ class PointResult:
     gauges: list[MetricsSnapshot] = field(default_factory=list, repr=False)
     # Wall seconds from the point's start to the window's opening (the warmup as it ran).
     warmup_wall_s: float = float("nan")
+    # Open loop only: the asked rate (per wall second), the requests that arrived in the
+    # window, how late the client sent them against the schedule (p50, p99, max), and how many
+    # had not ended when the drain did.
+    request_rate: float | None = None
+    window_arrivals: int = 0
+    window_request_ids: frozenset[int] = frozenset()
+    arrival_lag_ms: dict[str, float] = field(default_factory=dict)
+    unfinished: int = 0
 
     @property
     def window_wall_s(self) -> float:

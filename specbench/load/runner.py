@@ -112,7 +112,7 @@ def raise_fd_limit(concurrency: int) -> None:
 
 def _validate(spec: PointSpec) -> None:
     get_protocol(spec.protocol)
-    if spec.concurrency < 1:
+    if spec.request_rate is None and spec.concurrency < 1:
         raise LoadError(f"concurrency {spec.concurrency} must be at least 1")
     if not spec.requests:
         raise LoadError("the request list is empty; load a prompt set with at least one prompt")
@@ -206,7 +206,11 @@ class _Point:
         self.opened.set()
         loop = asyncio.get_running_loop()
         # loop.time() is time.monotonic(), so the deadline is exact on the same clock.
-        loop.call_at(self.window_start + self.spec.window_s, self.close, "window_s")
+        loop.call_at(self.window_start + self.window_cap_s(), self.close, "window_s")
+
+    def window_cap_s(self) -> float:
+        """The longest the window may stay open (wall seconds)."""
+        return self.spec.window_s
 
     def close(self, reason: str, at: float | None = None) -> None:
         if self.closing.is_set():

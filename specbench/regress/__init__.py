@@ -135,7 +135,8 @@ def _judge_all(
         groups.append(group)
         points.extend(group_points)
         notes.extend(group_notes)
-    crossovers = [
+    # An open-loop run's decisions are per rate and judged by no crossover rule here.
+    crossovers = [] if runs[0].open_loop else [
         x for x in (
             compare_crossover(s, set(inputs.keys), runs, (inputs.ref, inputs.cand), th, d)
             for s in inputs.prompt_sets for d in DECISIONS

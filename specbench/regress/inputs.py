@@ -20,6 +20,7 @@ from specbench import configurations
 from specbench.config import to_dict
 from specbench.errors import ConfigError, UserError
 from specbench.results import Run
+from specbench.results.points import level_text, rate_text
 from specbench.stats import finite_or_none
 
 CI_LOW_COLUMN = "output_tok_s_ci_low"
@@ -43,7 +44,8 @@ class Samples:
     flags: frozenset[str]
 
 
-Key = tuple[str, str, int]  # (mode, prompt set, concurrency)
+# (mode, prompt set, level): the concurrency (an int), or an open-loop run's request rate.
+Key = tuple[str, str, float]
 
 
 def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
@@ -52,10 +54,13 @@ def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
     if summary.empty:
         return out
     has_ci = CI_LOW_COLUMN in summary.columns and CI_HIGH_COLUMN in summary.columns
-    # Parquet and CSV round trips may turn the level into a float; the key is an int.
+    # Parquet and CSV round trips may turn the level into a float; the key is an int. An
+    # open-loop run's level is its request rate (a float).
     frame = summary.assign(concurrency=pd.to_numeric(summary["concurrency"]).astype(int))
+    open_loop = "request_rate" in frame and frame["request_rate"].notna().any()
+    level_column = "request_rate" if open_loop else "concurrency"
     for (mode, prompt_set, conc), rows in frame.groupby(
-        ["mode", "prompt_set", "concurrency"], sort=True
+        ["mode", "prompt_set", level_column], sort=True
     ):
         tok = tuple(finite_or_none(v) for v in rows["output_tok_s"])
         ci_low: tuple[float, ...] | None = None
@@ -72,7 +77,8 @@ def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
         flags = frozenset(
             f for text in rows["flags"].astype(str) for f in text.split(";") if f.strip()
         )
-        out[(str(mode), str(prompt_set), int(cast(int, conc)))] = Samples(
+        value = float(cast(float, conc)) if open_loop else int(cast(int, conc))
+        out[(str(mode), str(prompt_set), value)] = Samples(
             # A point that produced no number (every request failed) measured nothing: 0 tok/s.
             output_tok_s=tuple(0.0 if v is None else v for v in tok),
             ci_low=ci_low,
@@ -86,12 +92,14 @@ def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
 
 
 def describe_points(keys: Iterable[Key]) -> str:
-    """'eagle3/coding c=64,128; baseline/agentic c=250'."""
-    by_group: dict[tuple[str, str], list[int]] = {}
+    """'eagle3/coding c=64,128; baseline/agentic c=250' (open loop: '2,8 req/s')."""
+    by_group: dict[tuple[str, str], list[float]] = {}
     for mode, prompt_set, conc in sorted(keys):
         by_group.setdefault((mode, prompt_set), []).append(conc)
     return "; ".join(
-        f"{mode}/{pset} c={','.join(str(c) for c in levels)}"
+        f"{mode}/{pset} " + (f"c={','.join(str(c) for c in levels)}"
+                             if isinstance(levels[0], int)
+                             else f"{','.join(rate_text(c) for c in levels)} req/s")
         for (mode, pset), levels in by_group.items()
     )
 
@@ -156,6 +164,8 @@ def threshold_only_levels(run: Run, keys: Iterable[Key]) -> set[Key]:
     throughput does not repeat between identical runs (measured: up to 50% apart); with an
     auto threshold the levels themselves move. They are reported in the run, not gated.
     """
+    if run.open_loop:  # a point per rate, the same for every configuration
+        return set()
     levels = set(run.manifest.config.concurrency)
     return {k for k in keys if _straddles(k[0]) and k[2] not in levels}
 
@@ -267,6 +277,12 @@ def comparable(
     if unknown:
         raise ConfigError(f"--allow-config-change {', '.join(unknown)} is not a compared "
                           f"setting; choose from {', '.join(allowed_config_fields())}")
+    if reference.open_loop != candidate.open_loop:
+        kinds = {True: "open-loop (--request-rates)", False: "closed-loop (--concurrency)"}
+        raise RegressInputError(
+            f"the reference is {kinds[reference.open_loop]} and the candidate "
+            f"{kinds[candidate.open_loop]}: they measure different things; compare runs of one "
+            "kind")
     ref = samples(reference.summary)
     cand = samples(candidate.summary)
     if not ref:
@@ -290,7 +306,7 @@ def comparable(
             "make a new reference"
         )
     flagged = [
-        f"{k[0]}/{k[1]} c={k[2]} ({side}: {','.join(sorted(s.flags))})"
+        f"{k[0]}/{k[1]} {level_text(k[2])} ({side}: {','.join(sorted(s.flags))})"
         for k in keys for side, s in (("reference", ref[k]), ("candidate", cand[k])) if s.flags
     ]
     if flagged:

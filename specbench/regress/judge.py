@@ -25,6 +25,7 @@ from specbench.regress.verdict import (
     worst,
 )
 from specbench.results import Run
+from specbench.results.points import level_text, levels_text
 from specbench.stats import (
     find_crossing,
     finite_or_none,
@@ -234,7 +235,7 @@ def _throughput_message(label: str, points: Sequence[PointComparison], j: _Judge
     worst_point = min(points, key=lambda p: p.ratio)
     if j.run:
         run_pts = [points[i] for i in j.run]
-        span = (f"c={run_pts[0].concurrency}..{run_pts[-1].concurrency} below by "
+        where = (f"{levels_text(run_pts[0].concurrency, run_pts[-1].concurrency)} below by "
                 f"{_drop_range([p.ratio for p in run_pts])}")
         p_values = [p.p_value for p in run_pts if p.p_value is not None]
         if j.status == "insufficient":
@@ -243,11 +244,12 @@ def _throughput_message(label: str, points: Sequence[PointComparison], j: _Judge
             evidence = f"p<={max(p_values):.3g}"
         else:
             evidence = "95% bootstrap intervals apart"
-        return f"{head}; {span}, {evidence})"
+        return f"{head}; {where}, {evidence})"
     if j.via_geomean:
         evidence = "untested" if j.geomean_p is None else f"p={j.geomean_p:.3g}"
-        return f"{head}, {evidence}; worst c={worst_point.concurrency} {pct(worst_point.ratio)})"
-    return f"{head}; worst c={worst_point.concurrency} {pct(worst_point.ratio)})"
+        return (f"{head}, {evidence}; worst {level_text(worst_point.concurrency)} "
+                f"{pct(worst_point.ratio)})")
+    return f"{head}; worst {level_text(worst_point.concurrency)} {pct(worst_point.ratio)})"
 
 
 def _throughput(
@@ -273,7 +275,7 @@ def _accept_message(label: str, points: Sequence[PointComparison], j: _Judgement
     cand_mean = float(np.mean([p.cand_accept_length for p in acc if p.cand_accept_length]))
     return (
         f"{label}: accept length {pct(j.geomean)} (geomean over {len(acc)} levels, "
-        f"{ref_mean:.2f} -> {cand_mean:.2f}; worst c={worst_point.concurrency} "
+        f"{ref_mean:.2f} -> {cand_mean:.2f}; worst {level_text(worst_point.concurrency)} "
         f"{pct(worst_point.accept_ratio or 0.0)})"
     )
 
@@ -331,7 +333,7 @@ def _noisy_note(
             if len(vals) >= 2 and np.mean(vals) > 0:
                 cv_pct = float(np.std(vals, ddof=1) / np.mean(vals) * 100)
                 if cv_pct > th.fail_pct / 2:
-                    noisy.append(f"c={k[2]} {side} CV {cv_pct:.1f}%")
+                    noisy.append(f"{level_text(k[2])} {side} CV {cv_pct:.1f}%")
     if not noisy:
         return None
     return (f"{label}: repeats are noisy ({', '.join(noisy)}), above half the fail "
@@ -497,8 +499,9 @@ def compare_crossover(
 
     From ``analysis.json`` when both runs have it, else computed from the summaries.
     """
+    # Concurrency levels: open-loop runs are judged by no crossover (regress/__init__.py).
     levels = sorted(
-        c for (m, s, c) in keys
+        int(c) for (m, s, c) in keys
         if m == decision.den and s == prompt_set and ("eagle3", s, c) in keys
     )
     if not levels:

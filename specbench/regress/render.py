@@ -25,6 +25,7 @@ from specbench.regress.verdict import (
     pct,
     unusable_json,
 )
+from specbench.results.points import level_text, levels_text
 from specbench.results.store import atomic_write
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # set by GitHub Actions in every step
@@ -40,10 +41,11 @@ def render_terminal(verdict: Verdict, console: Console) -> None:
         left = name in ("mode/prompt set", "verdict")
         table.add_column(name, justify="left" if left else "right")
     for g in verdict.groups:
-        levels = f"{len(g.levels)} (c={g.levels[0]}..{g.levels[-1]})"
+        levels = f"{len(g.levels)} ({levels_text(g.levels[0], g.levels[-1])})"
         table.add_row(
             g.label, levels, pct(g.geomean_ratio),
-            f"c={g.worst_concurrency} {pct(g.worst_ratio)}", accept_cell(g), errors_cell(g),
+            f"{level_text(g.worst_concurrency)} {pct(g.worst_ratio)}", accept_cell(g),
+            errors_cell(g),
             f"[{_STYLE[g.status]}]{WORD[g.status]}[/]",
         )
     console.print(table)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specbench.regress.thresholds import Thresholds
+from specbench.results.points import level_text
 
 JSON_SCHEMA = "specbench.regress/1"
 EXIT_OK = 0
@@ -59,7 +60,7 @@ class PointComparison:
 
     mode: str
     prompt_set: str
-    concurrency: int
+    concurrency: float
     ref_repeats: int
     cand_repeats: int
     ref_output_tok_s: float  # median over repeats
@@ -88,11 +89,11 @@ class GroupComparison:
 
     mode: str
     prompt_set: str
-    levels: tuple[int, ...]
+    levels: tuple[float, ...]
     geomean_ratio: float
     geomean_p_value: float | None
     geomean_without_worst: float | None
-    worst_concurrency: int
+    worst_concurrency: float
     worst_ratio: float
     accept_ratio: float | None  # geometric mean over levels; None for baseline
     ref_error_rate: float
@@ -226,7 +227,7 @@ def markdown(verdict: Verdict) -> str:
     for g in verdict.groups:
         lines.append(
             f"| {g.label} | {len(g.levels)} | {pct(g.geomean_ratio)} | "
-            f"c={g.worst_concurrency} {pct(g.worst_ratio)} | {accept_cell(g)} | "
+            f"{level_text(g.worst_concurrency)} {pct(g.worst_ratio)} | {accept_cell(g)} | "
             f"{errors_cell(g)} | {WORD[g.status]} |"
         )
     if verdict.crossovers:

@@ -28,9 +28,10 @@ from specbench.analysis import current_analysis, point_means
 from specbench.analysis.curves import level
 from specbench.analysis.mix import chosen_threshold
 from specbench.errors import UserError
-from specbench.report.plots import label as mode_label
-from specbench.report.plots import order
+from specbench.report.style import label as mode_label
+from specbench.report.style import order
 from specbench.results import Run, load_run
+from specbench.results.points import rate_text
 from specbench.stats import finite_or_none, geomean
 
 Item = TypeVar("Item")
@@ -42,9 +43,10 @@ class CompareError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class Level:
-    """One concurrency level of one (prompt set, configuration), one value per run."""
+    """One concurrency level of one (prompt set, configuration), one value per run; in
+    open-loop runs a request rate (inf: a burst)."""
 
-    concurrency: int
+    concurrency: float
     output_tok_s: tuple[float | None, ...]  # base first
     accept_length: tuple[float | None, ...]
     flags: tuple[tuple[str, ...], ...]
@@ -146,6 +148,7 @@ def manifest_facts(run: Run) -> dict[str, str]:
         "git commit": (commit[:12] + commit[40:]) or None,
         "specbench": m.specbench_version, "protocol": cfg.load.protocol,
         "window (s)": cfg.load.window_s, "repeats": cfg.load.repeats, "started": m.started_at,
+        "load": "open loop" if cfg.load.request_rates else "closed loop",
     }
     return {k: "–" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
             for k, v in facts.items()}
@@ -189,16 +192,21 @@ def _hash_warnings(runs: Sequence[Run], labels: Sequence[str], sets: list[str]) 
     return out
 
 
-def _point_flags(run: Run, mode: str, prompt_set: str) -> dict[int, tuple[str, ...]]:
+def _level_of(run: Run, row: Any) -> float:
+    """A point's level: its concurrency, or an open-loop run's request rate."""
+    return float(row.request_rate) if run.open_loop else level(row.concurrency)
+
+
+def _point_flags(run: Run, mode: str, prompt_set: str) -> dict[float, tuple[str, ...]]:
     rows = run.summary[(run.summary["mode"] == mode) & (run.summary["prompt_set"] == prompt_set)]
-    out: dict[int, set[str]] = {}
-    for c, text in zip(rows["concurrency"], rows["flags"].astype(str), strict=True):
-        out.setdefault(level(c), set()).update(f.strip() for f in text.split(";")
-                                                    if f.strip())
+    out: dict[float, set[str]] = {}
+    for row in rows.itertuples():
+        out.setdefault(_level_of(run, row), set()).update(
+            f.strip() for f in str(row.flags).split(";") if f.strip())
     return {c: tuple(sorted(names)) for c, names in out.items()}
 
 
-Curves = dict[tuple[str, str], dict[int, tuple[float | None, float | None]]]
+Curves = dict[tuple[str, str], dict[float, tuple[float | None, float | None]]]
 
 
 def _curves(run: Run) -> Curves:
@@ -206,7 +214,7 @@ def _curves(run: Run) -> Curves:
     out: Curves = {}
     for row in point_means(run).itertuples():
         key = (str(row.mode), str(row.prompt_set))
-        out.setdefault(key, {})[level(row.concurrency)] = (
+        out.setdefault(key, {})[_level_of(run, row)] = (
             finite_or_none(row.output_tok_s), finite_or_none(row.accept_length))
     return out
 
@@ -243,6 +251,10 @@ def compare_runs(runs: Sequence[Run]) -> Comparison:
     for run in runs:
         if run.summary.empty:
             raise CompareError(f"{run.path} has no measured points; run `specbench sweep` first")
+    if len({r.open_loop for r in runs}) > 1:
+        raise CompareError("these runs mix closed-loop users (--concurrency) and open-loop "
+                           "arrivals (--request-rates), which measure different things; compare "
+                           "runs of one kind")
     # A, B, C, ...: short enough for table headers; the header maps them to run names.
     labels = tuple(chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(len(runs)))
     sets, left_out = _common(labels, "prompt set", [r.prompt_sets for r in runs])
@@ -263,7 +275,8 @@ def compare_runs(runs: Sequence[Run]) -> Comparison:
     compared = list(dict.fromkeys(g.prompt_set for g in groups))
     facts = [manifest_facts(r) for r in runs]
     # Computed once per run: a stale analysis.json means a bootstrap (seconds) per call.
-    analyses = [current_analysis(r) for r in runs]
+    # An open-loop run's decisions are per rate, in its own report.
+    analyses = [None if r.open_loop else current_analysis(r) for r in runs]
     return Comparison(
         labels=labels, names=tuple(r.path.name for r in runs),
         paths=tuple(str(r.path) for r in runs),
@@ -334,6 +347,8 @@ def _c_star(d: Decision) -> tuple[str, str]:
 
 
 def _decision_section(c: Comparison, prompt_set: str) -> list[str]:
+    if c.facts.get("load", ("",))[0] == "open loop":
+        return ["Open-loop runs: each run's report has its decisions per rate.", ""]
     if all(d is None for d in c.decisions[prompt_set]):
         return ["No decisions: these runs lack baseline or eagle3 points.", ""]
     rows = []
@@ -364,12 +379,15 @@ def _group_section(c: Comparison, g: Group) -> list[str]:
     base, others = c.labels[0], c.labels[1:]
     accept = any(v is not None for lv in g.levels for v in lv.accept_length)
     flagged = any(f for lv in g.levels for f in lv.flags)
-    heads = ["c", *(f"{n} tok/s" for n in c.labels), *(f"{n} / {base}" for n in others)]
+    open_loop = c.facts.get("load", ("",))[0] == "open loop"
+    heads = ["req/s" if open_loop else "c", *(f"{n} tok/s" for n in c.labels),
+             *(f"{n} / {base}" for n in others)]
     heads += [f"{n} accept" for n in c.labels] if accept else []
     heads += ["flags"] if flagged else []
     rows = []
     for lv in g.levels:
-        row = [str(lv.concurrency), *(_fmt(v, ",.0f") for v in lv.output_tok_s),
+        shown = rate_text(lv.concurrency) if open_loop else str(int(lv.concurrency))
+        row = [shown, *(_fmt(v, ",.0f") for v in lv.output_tok_s),
                *(_change(r) for r in lv.ratios)]
         row += [_fmt(v, ".2f") for v in lv.accept_length] if accept else []
         rows.append(row + ([_flags_cell(c.labels, lv.flags)] if flagged else []))

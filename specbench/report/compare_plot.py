@@ -10,6 +10,7 @@ sits at 0.91 there. The style helpers (colours, names, the log2 concurrency axis
 from __future__ import annotations
 
 import io
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from specbench.report.compare import Comparison, Group
-from specbench.report.plots import color, label, log2_axis, set_title
+from specbench.report.plots import log2_axis
+from specbench.report.style import color, label, set_title
 from specbench.results.store import atomic_write
 
 # Run i draws with the i-th style (the base solid); colours stay the configurations'.
@@ -46,9 +48,9 @@ def _title_text(c: Comparison) -> str:
 
 def _throughput_panel(ax: Axes, c: Comparison, groups: list[Group], steps: int) -> None:
     for g in groups:
-        xs = [lv.concurrency for lv in g.levels]
+        xs = [lv.concurrency for lv in g.levels if math.isfinite(lv.concurrency)]
         for i, name in enumerate(c.labels):
-            ys = [lv.output_tok_s[i] for lv in g.levels]
+            ys = [lv.output_tok_s[i] for lv in g.levels if math.isfinite(lv.concurrency)]
             ax.plot(xs, [float("nan") if y is None else y for y in ys], color=color(g.mode, steps),
                     label=f"{label(g.mode)}, {name}", **_run_style(i))
     ax.set_ylabel("output tokens/s (all users)")
@@ -57,9 +59,9 @@ def _throughput_panel(ax: Axes, c: Comparison, groups: list[Group], steps: int) 
 
 def _ratio_panel(ax: Axes, c: Comparison, groups: list[Group], steps: int) -> None:
     for g in groups:
-        xs = [lv.concurrency for lv in g.levels]
+        xs = [lv.concurrency for lv in g.levels if math.isfinite(lv.concurrency)]
         for i, name in enumerate(c.labels[1:], start=1):
-            ys = [lv.ratios[i - 1] for lv in g.levels]
+            ys = [lv.ratios[i - 1] for lv in g.levels if math.isfinite(lv.concurrency)]
             ax.plot(xs, [float("nan") if y is None else y for y in ys], color=color(g.mode, steps),
                     label=f"{label(g.mode)}, {name} / {c.labels[0]}",
                     **_run_style(i))
@@ -82,7 +84,9 @@ def compare_figure(c: Comparison) -> Figure:
         ax.sharey(axes[1, 0])  # one ratio scale, so the prompt sets' slowdowns compare by eye
     for col, prompt_set in enumerate(sets):
         groups = [g for g in c.groups if g.prompt_set == prompt_set]
-        levels = sorted({lv.concurrency for g in groups for lv in g.levels})
+        # A burst (rate inf) has no place on the rate axis: the table has it.
+        levels = sorted({lv.concurrency for g in groups for lv in g.levels
+                         if math.isfinite(lv.concurrency)})
         # Levels every configuration has (the grid, not a dynamic server's T-1, T, T+1) get
         # their ticks first.
         grid = set.intersection(*({lv.concurrency for lv in g.levels} for g in groups))
@@ -93,6 +97,8 @@ def compare_figure(c: Comparison) -> Figure:
             log2_axis(ax, levels, grid)
             ax.legend(fontsize=7, loc="best", ncol=2 if len(ax.get_lines()) > 6 else 1)
         top.set_xlabel("")
+        if c.facts.get("load", ("",))[0] == "open loop":
+            bottom.set_xlabel("request rate (requests/s, log2 scale; a burst is in the table)")
         set_title(top, f"{prompt_set}: output tok/s per configuration and run")
         set_title(bottom, f"{prompt_set}: each run over {c.labels[0]} per level")
     return fig

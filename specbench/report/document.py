@@ -10,7 +10,7 @@ configuration, request lengths and acceptance per prompt sub-category
 (:mod:`specbench.report.tables`), and what each flag means; report.html is the same blocks
 (:mod:`specbench.report.blocks`) as one self-contained page with the figures inside
 (:mod:`specbench.report.html`). Any set of configurations works (columns follow
-:func:`specbench.configurations.ordered`, with the short labels of :func:`plots.short_label`),
+:func:`specbench.configurations.ordered`, with the short labels of :func:`style.short_label`),
 and a table that would be wider than 100 columns is split in two. Everything comes from the
 run directory through :func:`specbench.results.load_run` and from :mod:`specbench.analysis`; a
 run without both baseline and eagle3 still gets its tables, only without decisions.
@@ -31,11 +31,13 @@ from rich.table import Table
 from specbench.analysis import current_analysis, point_means
 from specbench.analysis.mix import chosen_threshold
 from specbench.metrics import explain_flag
+from specbench.report import arrivals
 from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
 from specbench.report.context import c_star_cells, render_surface_terminal, surface_blocks
 from specbench.report.html import HTML_FILE, figure_markup, render_html
-from specbench.report.plots import FIGURE_NAMES, label, order, plot_run, short_label
+from specbench.report.plots import FIGURE_NAMES, plot_run
 from specbench.report.provenance import measured_on
+from specbench.report.style import label, order, short_label
 from specbench.report.tables import (
     acceptance_by_category,
     category_section,
@@ -43,7 +45,7 @@ from specbench.report.tables import (
     latency_section,
     length_section,
 )
-from specbench.results import Run
+from specbench.results import PointKey, Run
 from specbench.results.manifest import gpu_time
 from specbench.results.store import atomic_write
 from specbench.stats import finite_or_none
@@ -77,6 +79,7 @@ _FIGURE_CAPTIONS: dict[str, str] = {
     "schedule": "Best draft steps per level and the tuned batch-size slots",
     "context": "EAGLE-3 over zero-step and over the baseline by context bucket and concurrency, "
                "with the crossing",
+    arrivals.FIGURE: arrivals.CAPTION,
 }
 
 
@@ -267,6 +270,11 @@ def _rich_table(title: str, columns: list[Column], rows: list[LevelRow]) -> Tabl
 def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = None) -> None:
     """Print the finding, then per prompt set its tables, flags and notes."""
     result = result if result is not None else current_analysis(run)
+    if run.open_loop and result is not None:
+        console.print(Panel("\n".join([f"[bold]{result['finding']}[/]", measured_on(run)]),
+                            title="specbench finding", expand=False))
+        arrivals.render_terminal(run, console, result)
+        return
     if result is not None:
         body = "\n".join([f"[bold]{result['finding']}[/]", measured_on(run),
                           *_applied_lines(result)])
@@ -369,8 +377,11 @@ def _flags_section(run: Run) -> list[Block]:
     for r in run.summary.itertuples():
         for name in str(r.flags).split(";"):
             if name.strip():
-                where.setdefault(name.strip(), []).append(
-                    f"{r.mode}/{r.prompt_set}/c{r.concurrency}-r{r.repeat}")
+                rate = getattr(r, "request_rate", None)
+                key = PointKey(str(r.mode), str(r.prompt_set), int(float(str(r.concurrency))),
+                               int(float(str(r.repeat))),
+                               None if rate is None or rate != rate else float(rate))
+                where.setdefault(name.strip(), []).append(key.label)
     if not where:
         return [Para(plain("No point raised a flag."))]
     items = []
@@ -459,6 +470,14 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
                   plot_error: str | None = None) -> list[Block]:
     """The report, finding first, as blocks both report.md and report.html are written from."""
     out: list[Block] = [Heading(1, f"specbench report: {run.path.name}")]
+    if run.open_loop and result is not None:
+        out.append(Para((("b", "Finding."), ("", " " + result["finding"])), role="finding"))
+        out.append(Para(plain(measured_on(run))))
+        out += arrivals.blocks(run, result)
+        out += _figures_section(run, figure_names or [], plot_error)
+        out += [Heading(2, "Flags"), *_flags_section(run), *_gpu_section(run),
+                Heading(2, "Run"), *_run_section(run)]
+        return out
     if result is not None:
         out.append(Para((("b", "Finding."), ("", " " + result["finding"])), role="finding"))
         out.append(Para(plain(measured_on(run))))
@@ -493,7 +512,8 @@ def _figures_drawn(run: Run, result: dict[str, Any] | None) -> tuple[list[str], 
     """The figures in <run>/plots, drawn first when missing; and why drawing failed, if it did."""
     plots_dir = run.path / "plots"
     plot_error = None
-    if not all((plots_dir / f"{name}.png").exists() for name in ("throughput", "latency")):
+    wanted = (arrivals.FIGURE,) if run.open_loop else ("throughput", "latency")
+    if not all((plots_dir / f"{name}.png").exists() for name in wanted):
         try:
             plot_run(run, result=result)
         except Exception as exc:  # a figure failing must not cost the user the report

@@ -5,8 +5,9 @@
   ``--cache-report``), its keys in its order;
 - ``vllm``: the JSON object ``vllm bench serve --save-result`` writes (vLLM's
   ``vllm/benchmarks/serve.py`` at commit 009e6d4a), as if run with ``--max-concurrency C
-  --percentile-metrics ttft,tpot,itl,e2el`` and the default ``--metric-percentiles 99``; one
-  object per line, as ``--append-result`` writes several;
+  --percentile-metrics ttft,tpot,itl,e2el`` and ``--metric-percentiles`` the run's
+  ``--percentiles`` (default 50,90,99); one object per line, as ``--append-result`` writes
+  several;
 - ``jsonl``: the point's summary row (every column, public ones first) after ``run_id``.
 
 **Which requests count.** The window's, exactly as :mod:`specbench.metrics` counts them for the
@@ -128,9 +129,12 @@ def _in_flight(t_send_s: np.ndarray, t_end_s: np.ndarray, window_s: float) -> tu
     return mean, most
 
 
-def point_stats(rows: pd.DataFrame, window_s: float) -> PointStats:
-    """The numbers both schemas need, from a point file's rows (metrics.requests_frame)."""
+def point_stats(rows: pd.DataFrame, window_s: float, open_loop: bool = False) -> PointStats:
+    """The numbers both schemas need, from a point file's rows (metrics.requests_frame). In an
+    open loop the window's arrivals, followed to their end, are the completed requests."""
     done = rows["finished_in_window"].to_numpy(dtype=bool)
+    if open_loop:
+        done = (rows["arrived_in_window"] & (rows["status"] == "ok")).to_numpy(dtype=bool)
     t_end_s = rows["t_end_s"].to_numpy(dtype=float)
     failed = (rows["status"] == "error").fillna(False).to_numpy(dtype=bool)
     failed &= (t_end_s > 0) & (t_end_s <= window_s)
@@ -173,9 +177,23 @@ def _stats_ms(name: str, values_ms: np.ndarray, percentiles: Sequence[int],
     return {k: float(v) for k, v in zip(keys, values, strict=True)}
 
 
+def _rate(row: dict[str, Any]) -> float | None:
+    """An open-loop point's request rate (None: closed loop)."""
+    rate = row.get("request_rate")
+    return None if rate is None or rate != rate else float(rate)
+
+
 def _label(row: dict[str, Any]) -> str:
-    key = PointKey(row["mode"], row["prompt_set"], int(row["concurrency"]), int(row["repeat"]))
+    key = PointKey(row["mode"], row["prompt_set"], int(row["concurrency"]), int(row["repeat"]),
+                   _rate(row))
     return key.label
+
+
+def _cap(row: dict[str, Any]) -> int | None:
+    """max_concurrency as the tools write it: the users, or an open loop's cap (None: none)."""
+    if _rate(row) is None:
+        return int(row["concurrency"])
+    return int(row["concurrency"]) or None
 
 
 def sglang_record(run: Run, row: dict[str, Any], st: PointStats) -> dict[str, Any]:
@@ -187,8 +205,8 @@ def sglang_record(run: Run, row: dict[str, Any], st: PointStats) -> dict[str, An
         "tag": _label(row),
         "backend": SGLANG_BACKENDS.get(protocol, protocol),
         "dataset_name": row["prompt_set"],
-        "request_rate": math.inf,
-        "max_concurrency": int(row["concurrency"]),
+        "request_rate": _rate(row) or math.inf,
+        "max_concurrency": _cap(row),
         "sharegpt_output_len": None,
         **SGLANG_RANDOM_DEFAULTS,
         "server_info": server.server_info if server is not None else None,
@@ -229,6 +247,9 @@ def vllm_record(run: Run, row: dict[str, Any], st: PointStats) -> dict[str, Any]
     model = manifest.config.server.model_path
     tokens = st.window_tokens
     no_queue = np.zeros(st.completed)
+    # As if run with --metric-percentiles set to the run's --percentiles (vLLM's default 99
+    # for a run made before specbench had the option).
+    percentiles = manifest.config.load.percentiles or VLLM_PERCENTILES
     return {
         "date": _vllm_date(manifest.started_at),
         "endpoint_type": backend,
@@ -237,16 +258,16 @@ def vllm_record(run: Run, row: dict[str, Any], st: PointStats) -> dict[str, Any]
         "model_id": model,
         "tokenizer_id": model,
         "num_prompts": st.n_alive,
-        "request_rate": "inf",
-        "burstiness": 1.0,
-        "max_concurrency": int(row["concurrency"]),
+        "request_rate": "inf" if (_rate(row) or math.inf) == math.inf else _rate(row),
+        "burstiness": manifest.config.load.burstiness,
+        "max_concurrency": _cap(row),
         "duration": st.window_s,
         "completed": st.completed,
         "failed": st.failed,
         "total_input_tokens": st.input_tokens,
         "total_output_tokens": round(tokens),
         "request_throughput": st.per_s(st.completed),
-        "request_goodput": None,
+        "request_goodput": row.get("goodput_req_s"),
         "output_throughput": st.output_tok_s,
         "total_token_throughput": st.per_s(st.input_tokens + tokens),
         "latencies": [float(v) / 1000.0 for v in st.e2e_ms],
@@ -254,11 +275,11 @@ def vllm_record(run: Run, row: dict[str, Any], st: PointStats) -> dict[str, Any]
         "max_output_tokens_per_s": st.peak_tok_s,
         "max_concurrent_requests": st.peak_in_flight,
         "rtfx": 0.0,
-        **_stats_ms("ttft", st.ttft_ms, VLLM_PERCENTILES, 0.0),
-        **_stats_ms("tpot", st.tpot_ms, VLLM_PERCENTILES, 0.0),
-        **_stats_ms("itl", st.itl_ms, VLLM_PERCENTILES, 0.0),
-        **_stats_ms("e2el", st.e2e_ms, VLLM_PERCENTILES, 0.0),
-        **_stats_ms("client_queue_time", no_queue, VLLM_PERCENTILES, 0.0),
+        **_stats_ms("ttft", st.ttft_ms, percentiles, 0.0),
+        **_stats_ms("tpot", st.tpot_ms, percentiles, 0.0),
+        **_stats_ms("itl", st.itl_ms, percentiles, 0.0),
+        **_stats_ms("e2el", st.e2e_ms, percentiles, 0.0),
+        **_stats_ms("client_queue_time", no_queue, percentiles, 0.0),
     }
 
 
@@ -268,6 +289,8 @@ def _plain(value: Any) -> Any:
         value = value.item()
     if value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
+    if isinstance(value, float) and math.isinf(value):  # rate inf: as vLLM writes it
+        return "inf" if value > 0 else "-inf"
     return value
 
 
@@ -321,8 +344,9 @@ def build_records(run: Run, fmt: str, modes: Sequence[str] | None = None,
     records = []
     for row in points:
         rows = run.requests(row["mode"], row["prompt_set"], int(row["concurrency"]),
-                            int(row["repeat"]))
-        records.append(builder(run, row, point_stats(rows, float(row["window_s"]))))
+                            int(row["repeat"]), _rate(row))
+        stats = point_stats(rows, float(row["window_s"]), _rate(row) is not None)
+        records.append(builder(run, row, stats))
     return records
 
 

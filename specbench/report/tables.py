@@ -21,7 +21,7 @@ import pandas as pd
 
 from specbench.analysis import point_means
 from specbench.report.blocks import Block, Heading, Para, plain, table
-from specbench.report.plots import label, order, short_label
+from specbench.report.style import label, order, short_label
 from specbench.results import Run, RunDirError
 from specbench.stats import finite_or_none
 

@@ -5,6 +5,8 @@ Layout (DESIGN §6)::
     <run>/points/<configuration>/<prompt_set>/c<C>-r<R>.parquet   per-request rows; the point's
                                                                   summary row rides in the
                                                                   file's metadata
+    <run>/points/<configuration>/<prompt_set>/q<RATE>-r<R>.parquet  an open-loop point (RATE
+                                                                  requests/s, or inf)
     <run>/summary.parquet, summary.csv                            one row per point
 
 Each point file is complete on its own (rows + summary) and written atomically, so a crash at
@@ -27,7 +29,7 @@ from specbench.results.manifest import RunDirError
 from specbench.results.store import atomic_write
 
 SUMMARY_META_KEY = b"specbench.summary"
-POINT_FILE_RE = re.compile(r"^c(?P<c>\d+)-r(?P<r>\d+)\.parquet$")
+POINT_FILE_RE = re.compile(r"^(?:c(?P<c>\d+)|q(?P<q>inf|\d+(?:\.\d+)?))-r(?P<r>\d+)\.parquet$")
 
 # The public summary format; more columns may follow these, none may be renamed without
 # bumping SCHEMA_VERSION.
@@ -54,22 +56,53 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 KEY_COLUMNS: tuple[str, ...] = ("mode", "prompt_set", "concurrency", "repeat")
 
 
+def rate_text(rate: float) -> str:
+    """A request rate as in file names and labels: 0.5, 8, inf."""
+    return "inf" if rate == float("inf") else f"{rate:g}"
+
+
+def level_text(level: float) -> str:
+    """A level in a message: c=8 (users, an int), or 8 req/s (an open-loop rate, a float)."""
+    return f"c={level}" if isinstance(level, int) else f"{rate_text(level)} req/s"
+
+
+def levels_text(first: float, last: float) -> str:
+    """A run of levels in a message: c=8..64, or 2..32 req/s."""
+    if isinstance(first, int):
+        return f"c={first}..{last}"
+    return f"{rate_text(first)}..{rate_text(last)} req/s"
+
+
 @dataclass(frozen=True)
 class PointKey:
     mode: str
     prompt_set: str
     concurrency: int
     repeat: int = 0
+    # Open loop: requests per second (inf: a burst); `concurrency` is then the cap or 0.
+    request_rate: float | None = None
+
+    @property
+    def level(self) -> str:
+        """The point's level as in file names: c8, or q8 for 8 requests/s."""
+        if self.request_rate is not None:
+            return f"q{rate_text(self.request_rate)}"
+        return f"c{self.concurrency}"
 
     @property
     def label(self) -> str:
-        return f"{self.mode}/{self.prompt_set}/c{self.concurrency}-r{self.repeat}"
+        return f"{self.mode}/{self.prompt_set}/{self.level}-r{self.repeat}"
+
+    @property
+    def shown(self) -> str:
+        """The level for people: c=8, or 8 req/s."""
+        if self.request_rate is not None:
+            return f"{rate_text(self.request_rate)} req/s"
+        return f"c={self.concurrency}"
 
 
 def point_path(run_dir: Path, key: PointKey) -> Path:
-    return (
-        run_dir / "points" / key.mode / key.prompt_set / f"c{key.concurrency}-r{key.repeat}.parquet"
-    )
+    return run_dir / "points" / key.mode / key.prompt_set / f"{key.level}-r{key.repeat}.parquet"
 
 
 def _json_safe(value: Any) -> Any:
@@ -91,6 +124,7 @@ def write_point(
         "prompt_set": key.prompt_set,
         "concurrency": key.concurrency,
         "repeat": key.repeat,
+        **({"request_rate": key.request_rate} if key.request_rate is not None else {}),
         **{k: _json_safe(v) for k, v in summary.items()},
     }
     table = pa.Table.from_pandas(requests, preserve_index=False)
@@ -115,7 +149,7 @@ def point_files(run_dir: Path) -> list[Path]:
     root = run_dir / "points"
     if not root.is_dir():
         return []
-    return sorted(p for p in root.glob("*/*/c*-r*.parquet") if POINT_FILE_RE.match(p.name))
+    return sorted(p for p in root.glob("*/*/*-r*.parquet") if POINT_FILE_RE.match(p.name))
 
 
 def measured_keys(run_dir: Path) -> set[PointKey]:
@@ -123,7 +157,12 @@ def measured_keys(run_dir: Path) -> set[PointKey]:
     for p in point_files(run_dir):
         m = POINT_FILE_RE.match(p.name)
         assert m is not None
-        keys.add(PointKey(p.parent.parent.name, p.parent.name, int(m["c"]), int(m["r"])))
+        if m["q"] is not None:
+            cap = int(read_point_summary(p).get("concurrency") or 0)
+            keys.add(PointKey(p.parent.parent.name, p.parent.name, cap, int(m["r"]),
+                              float(m["q"])))
+        else:
+            keys.add(PointKey(p.parent.parent.name, p.parent.name, int(m["c"]), int(m["r"])))
     return keys
 
 
@@ -142,7 +181,9 @@ def summary_frame(rows: list[dict[Any, Any]], source: Path | None = None) -> pd.
     ordered = list(SUMMARY_COLUMNS) + [c for c in frame.columns if c not in SUMMARY_COLUMNS]
     frame = frame[ordered]
     if len(frame):
-        frame = frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+        keys = [*KEY_COLUMNS[:3], *(["request_rate"] if "request_rate" in frame else []),
+                KEY_COLUMNS[3]]
+        frame = frame.sort_values(keys, kind="stable").reset_index(drop=True)
     frame["flags"] = frame["flags"].fillna("").astype(str)
     return frame
 

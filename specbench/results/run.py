@@ -44,11 +44,18 @@ class Run:
     def prompt_sets(self) -> list[str]:
         return sorted(self.summary["prompt_set"].unique().tolist())
 
+    @property
+    def open_loop(self) -> bool:
+        """Whether the run's points are open-loop (request rates, not users)."""
+        return bool(self.manifest.config.load.request_rates)
+
     def requests(
-        self, mode: str, prompt_set: str, concurrency: int, repeat: int = 0
+        self, mode: str, prompt_set: str, concurrency: int, repeat: int = 0,
+        request_rate: float | None = None,
     ) -> pd.DataFrame:
         """Per-request rows of one point."""
-        path = point_path(self.path, PointKey(mode, prompt_set, concurrency, repeat))
+        key = PointKey(mode, prompt_set, concurrency, repeat, request_rate)
+        path = point_path(self.path, key)
         if not path.exists():
             raise RunDirError(f"{path} is missing; the point was not measured in this run")
         return pd.read_parquet(path)

@@ -17,6 +17,7 @@ from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, make_engine
 from specbench.engines.base import adaptive_path
 from specbench.prompts import context
+from specbench.results.points import rate_text
 from specbench.run import adaptive
 
 
@@ -61,8 +62,10 @@ def _schedule_source(config: ServerConfiguration, cfg: SweepConfig, schedule: Sc
 
 
 def point_estimate_s(cfg: SweepConfig, engine: Engine) -> float:
-    """Wall seconds one point takes, before any was measured: warmup, window, a second more."""
-    return (cfg.load.warmup_s + cfg.load.window_s) / engine.time_scale + 1.0
+    """Wall seconds one point takes, before any was measured: warmup, window, a second more
+    (an open-loop point also follows its window's requests to their end: a window more)."""
+    windows = 2 if cfg.load.request_rates else 1
+    return (cfg.load.warmup_s + windows * cfg.load.window_s) / engine.time_scale + 1.0
 
 
 # Servers a run of the adaptive plan launches on the default grid: the median of 10 seeds of
@@ -142,14 +145,15 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
             )
         refined = adaptive.placed_levels(first, config.name, sets[0]) if sets else []
         levels = levels_for(config, cfg, schedule, refined)
-        n = len(levels) * len(sets) * cfg.load.repeats
+        n = (len(cfg.load.request_rates) or len(levels)) * len(sets) * cfg.load.repeats
         n_points += n
         if not levels:
             console.print("  no level before the adaptive plan places one")
             continue
+        grid = (f"request rates {','.join(map(rate_text, cfg.load.request_rates))}/s"
+                if cfg.load.request_rates else f"concurrency {','.join(map(str, levels))}")
         console.print(
-            f"  {n} points: prompt sets {','.join(sets)} x concurrency "
-            f"{','.join(map(str, levels))} x {cfg.load.repeats} repeat(s)"
+            f"  {n} points: prompt sets {','.join(sets)} x {grid} x {cfg.load.repeats} repeat(s)"
         )
     about = ""
     if cfg.plan == "adaptive":

@@ -214,7 +214,9 @@ class SweepProgress:
 def live_text(live: LiveView) -> str:
     """`in flight 250/250, window 3.1/8.0 s, 1,234 tok/s so far`, in model time like every
     other number (the tok/s is the server's counter, which moves as requests end)."""
-    text = f"in flight {live.in_flight}/{live.concurrency}"
+    # An open-loop point (concurrency 0) has no number of users to be in flight out of.
+    text = (f"in flight {live.in_flight}/{live.concurrency}" if live.concurrency
+            else f"in flight {live.in_flight}")
     if live.phase == "warmup":
         return text + ", warming up"
     scale = live.time_scale

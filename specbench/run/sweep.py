@@ -30,14 +30,15 @@ from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server
 from specbench.engines.base import server_log
 from specbench.errors import ConfigError, UserError
-from specbench.load import procs, protocols, runner
+from specbench.goodput import Slo
+from specbench.load import arrivals, procs, protocols, runner
 from specbench.prompts import context
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
 from specbench.results.manifest import ServerRecord
 from specbench.run import adaptive
 from specbench.run.plan import levels_for
 from specbench.run.progress import SweepProgress
-from specbench.run.verdicts import check_context, failed_requests, stalled
+from specbench.run.verdicts import check_context, failed_requests, log_size, stalled, switches_since
 
 
 class SweepError(UserError, RuntimeError):
@@ -139,7 +140,10 @@ def run_load(spec: runner.PointSpec, client_procs: int = 1) -> runner.PointResul
     if client_procs == 0:
         client_procs = procs.auto_procs(spec.concurrency, os.cpu_count() or 1)
     try:
-        result = procs.run_point_procs(spec, client_procs)
+        if spec.request_rate is not None:
+            result = arrivals.run_open_point_sync(spec)
+        else:
+            result = procs.run_point_procs(spec, client_procs)
     except asyncio.CancelledError:
         if _interrupts:
             raise _interrupts.pop() from None
@@ -201,8 +205,7 @@ class Sweep:
                 progress.launched()
                 for key in todo:
                     live = runner.LiveView(time_scale=self.engine.time_scale)
-                    progress.measuring(f"{key.mode} {key.prompt_set} c={key.concurrency}",
-                                       live)
+                    progress.measuring(f"{key.mode} {key.prompt_set} {key.shown}", live)
                     self._measure_point(key, live)
                     progress.measured()
         if not keep_last:
@@ -245,6 +248,11 @@ class Sweep:
     def _keys(
         self, config: ServerConfiguration, schedule: Schedule | None, names: list[str]
     ) -> list[PointKey]:
+        load = self.cfg.load
+        if load.request_rates:  # open loop: a point per rate (load/arrivals.py)
+            return [PointKey(config.name, name, load.max_concurrency or 0, r, rate)
+                    for name in names for rate in load.request_rates
+                    for r in range(load.repeats)]
         return [
             PointKey(config.name, name, c, r)
             for name in names
@@ -265,7 +273,7 @@ class Sweep:
             known = self._known_schedules(config)
             for name in self.sets:
                 levels = levels_for(config, self.cfg, known.get(name), self._refined(config, name))
-                total += len(levels) * self.cfg.load.repeats
+                total += (len(self.cfg.load.request_rates) or len(levels)) * self.cfg.load.repeats
         return total
 
     def _steps(self, config: ServerConfiguration) -> int:
@@ -438,6 +446,20 @@ class Sweep:
 
     def _point_spec(self, key: PointKey, server: Server) -> runner.PointSpec:
         load = self.cfg.load
+        spec = self._closed_spec(key, server)
+        if key.request_rate is None:
+            return spec
+        # Open loop: rates per GPU second become per wall second; the window's requests are
+        # followed for up to four windows after it.
+        return dataclasses.replace(
+            spec, concurrency=key.concurrency, request_rate=key.request_rate * server.time_scale,
+            burstiness=load.burstiness, max_concurrency=load.max_concurrency,
+            burst_requests=max(self.cfg.concurrency), arrival_seed=load.seed + key.repeat,
+            drain_max_s=4 * load.window_s / server.time_scale, window_max_requests=None,
+            warmup_min_requests=0)
+
+    def _closed_spec(self, key: PointKey, server: Server) -> runner.PointSpec:
+        load = self.cfg.load
         return runner.PointSpec(
             base_url=server.base_url,
             protocol=load.protocol,
@@ -475,7 +497,9 @@ class Sweep:
                     f"[yellow]warning:[/] {key.label}: the cache was not flushed ({flush.detail})"
                 )
             spec = dataclasses.replace(self._point_spec(key, server), live=live)
+            log_from = log_size(server.log_path)
             result = run_load(spec, self.cfg.load.client_procs)
+            switches = switches_since(server.log_path, log_from)
             held_gpu_s = earlier_gpu_s + self._gpu_s(started, server)
             alive = not result.server_gone and server.alive()
             stall = stalled(result) if alive else None
@@ -517,7 +541,7 @@ class Sweep:
                     flush_detail=flush.detail,
                     gpu_s=held_gpu_s,
                 )
-                self._record_point(key, server, result, record)
+                self._record_point(key, server, result, record, switches)
                 return
             message = (
                 f"{key.label}: the {key.mode} server went away mid-point; "
@@ -544,15 +568,20 @@ class Sweep:
         return (time.monotonic() - since) * server.time_scale * self.cfg.server.tp_size
 
     def _record_point(
-        self, key: PointKey, server: Server, result: runner.PointResult, record: PointRecord
+        self, key: PointKey, server: Server, result: runner.PointResult, record: PointRecord,
+        switches: int | None = None,
     ) -> None:
         frame = metrics.requests_frame(result, server.time_scale)
+        slo = Slo.from_mapping(self.cfg.load.slo) if self.cfg.load.slo else None
         summary = metrics.summarize_point(
             result,
             server.time_scale,
             max_running_requests=self.cfg.max_running_requests,
             error_budget=self.cfg.load.error_budget,
+            slo=slo,
+            frame=frame,
         )
+        summary["server_switches"] = switches
         try:
             results.write_point(self.run_dir, key, frame, summary)
             self._set_point(key, record)
@@ -566,7 +595,7 @@ class Sweep:
         acc_text = f", accept {acc:.2f}" if isinstance(acc, float) and acc == acc else ""
         flags = summary.get("flags") or ""
         self.console.print(
-            f"{key.mode:{self.name_width}s} {key.prompt_set:8s} c={key.concurrency:<4d} "
+            f"{key.mode:{self.name_width}s} {key.prompt_set:8s} {key.shown:<9s} "
             f"{summary['output_tok_s']:9.1f} tok/s{acc_text}, {summary['n_requests']} req"
             + (f"  [yellow]{flags}[/]" if flags else "")
         )

@@ -6,10 +6,13 @@
   (a kernel compiled on first use), not a broken server; the sweep measures it again.
 - :func:`check_context`: prompt sets that cannot fit the server's context are refused before
   any load.
+- :func:`switches_since`: the runtime-state switches an adaptive server's log shows during a
+  point (an open-loop point's batch moves across T).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from specbench import metrics, prompts
@@ -122,3 +125,27 @@ def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> N
             )
     if lines:
         raise ConfigError("\n".join(lines))
+
+
+# SGLang logs one line per runtime-state switch of an adaptive server (0.5.23, the reference).
+SWITCH_LINE = b"Switch adaptive runtime state"
+
+
+def log_size(path: Path | None) -> int | None:
+    """Where a server's log ends now (None: no log, an attached server)."""
+    try:
+        return path.stat().st_size if path is not None else None
+    except OSError:
+        return None
+
+
+def switches_since(path: Path | None, start: int | None) -> int | None:
+    """Runtime-state switches the server logged since `start` (SGLang logs one line each)."""
+    if path is None or start is None:
+        return None
+    try:
+        with open(path, "rb") as log:
+            log.seek(start)
+            return log.read().count(SWITCH_LINE)
+    except OSError:
+        return None

@@ -357,7 +357,10 @@ class SimServer:
             )
         if end < start:
             return error_json("end is before start; pass start <= end", 400)
-        return web.json_response(self.scheduler.ground_truth(start, end).to_json())
+        body = self.scheduler.ground_truth(start, end).to_json()
+        if request.query.get("requests") == "1":  # every finished request's own timings
+            body["requests"] = self.scheduler.truth.finished_requests(start, end)
+        return web.json_response(body)
 
     # ------------------------------------------------------------------ generation plumbing
     def new_request(

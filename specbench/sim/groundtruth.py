@@ -114,7 +114,8 @@ class GroundTruthRecord:
 
     def __init__(self) -> None:
         self.forwards = Ring(FORWARD_ROWS, 5)  # END_S, START_S, TOKENS, RUNNING, IS_DECODE
-        self.finishes = Ring(FINISH_ROWS, 4)  # finish_s, completion_tokens, verify_ct, drafts
+        # finish_s, completion_tokens, verify_ct, drafts, arrival_s, first_token_s (NaN: none)
+        self.finishes = Ring(FINISH_ROWS, 6)
 
     def add_forward(
         self, end_s: float, start_s: float, tokens: int, running: int, is_decode: bool
@@ -122,11 +123,21 @@ class GroundTruthRecord:
         self.forwards.append(end_s, start_s, float(tokens), float(running), float(is_decode))
 
     def add_finish(
-        self, finish_s: float, completion_tokens: int, verify_ct: int, correct_drafts: int
+        self, finish_s: float, completion_tokens: int, verify_ct: int, correct_drafts: int,
+        arrival_s: float = float("nan"), first_token_s: float | None = None,
     ) -> None:
         self.finishes.append(
-            finish_s, float(completion_tokens), float(verify_ct), float(correct_drafts)
+            finish_s, float(completion_tokens), float(verify_ct), float(correct_drafts),
+            arrival_s, float("nan") if first_token_s is None else first_token_s,
         )
+
+    def finished_requests(self, start: float, end: float) -> list[list[float]]:
+        """[arrival, first token, finish, completion tokens] of every request that finished in
+        [start, end] (time.monotonic() seconds): what goodput is checked against."""
+        fends = self.finishes.column(0)
+        lo, hi = bisect.bisect_left(fends, start), bisect.bisect_right(fends, end)
+        return [[arrival, first, finish, comp]
+                for finish, comp, _v, _d, arrival, first in self.finishes.rows(lo, hi)]
 
     def window(
         self, start: float, end: float, *, time_scale: float, speculative: bool
@@ -147,7 +158,7 @@ class GroundTruthRecord:
         flo = bisect.bisect_left(fends, start)
         fhi = bisect.bisect_right(fends, end)
         done_tokens = done_verify = done_drafts = 0.0
-        for _t, comp, verify, drafts in self.finishes.rows(flo, fhi):
+        for _t, comp, verify, drafts, _arrival, _first in self.finishes.rows(flo, fhi):
             done_tokens += comp
             done_verify += verify
             done_drafts += drafts

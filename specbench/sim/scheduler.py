@@ -443,7 +443,8 @@ class Scheduler(kvpool.PoolAccounting):
             c.e2e_s.append((now - req.arrival_real_s) * scale)
             if req.first_token_real_s is not None:
                 c.ttft_s.append((req.first_token_real_s - req.arrival_real_s) * scale)
-            self.truth.add_finish(now, req.completion_tokens, req.verify_ct, req.correct_drafts)
+            self.truth.add_finish(now, req.completion_tokens, req.verify_ct, req.correct_drafts,
+                                  req.arrival_real_s, req.first_token_real_s)
         req.event.set()
 
     # ----------------------------------------------------------------- logs

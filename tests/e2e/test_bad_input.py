@@ -109,6 +109,14 @@ CASES = [
     ("gpus all without gpus", ["--gpus", "all"], "nvidia-smi lists no GPU here"),
     ("gpus with attach", ["--engine", "attach", "--attach", "baseline=http://127.0.0.1:9",
                           "--modes", "baseline", "--gpus", "0,1"], "drop --gpus"),
+    # open loop
+    ("rate not a number", ["--request-rates", "2,fast"], "'fast' is not a rate > 0 or inf"),
+    ("rate zero", ["--request-rates", "0,8"], "'0' is not a rate > 0 or inf"),
+    ("slo key", ["--request-rates", "8", "--slo", "ttft=200"], "KEY one of ttft_ms"),
+    ("slo value", ["--request-rates", "8", "--slo", "tpot_ms=fast"], "is not KEY=MS"),
+    ("burstiness without rates", ["--burstiness", "0.5"], "add --request-rates"),
+    ("rates with adaptive", ["--request-rates", "8", "--plan", "adaptive"], "use --plan dense"),
+    ("percentile unknown", ["--percentiles", "50,75"], "specbench keeps p50, p90, p95"),
     # the file system
     ("results dir is a file", ["--results-dir", "{tmp}/bad.toml"], "cannot write the run dir"),
 ]
