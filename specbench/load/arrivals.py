@@ -279,25 +279,9 @@ async def run_open_point(spec: PointSpec) -> PointResult:
     async with aiohttp.ClientSession(connector=connector) as session:
         point = _OpenPoint(spec, session)
         before, after = await point.run()
-    assert point.window_start is not None and point.window_end is not None
-    records = point.records()
     sent = point.window_flights
-    return PointResult(
-        records=records,
-        window_start=point.window_start,
-        window_end=point.window_end,
-        warmup_records=point.warmup_records,
-        warmup_errors=point.warmup_errors,
-        client_cpu_s=point.cpu_end - point.cpu_start,
-        loop_lag_ms=_percentiles_ms(point.lag_samples),
-        metrics_before=before,
-        metrics_after=after,
-        server_gone=point.server_gone,
-        concurrency=spec.concurrency,
-        protocol=spec.protocol,
-        end_reason=point.end_reason,
-        gauges=point.gauges,
-        warmup_wall_s=point.window_start - point.t_start,
+    return point.result(
+        before, after,
         request_rate=spec.request_rate,
         window_arrivals=len(sent),
         window_request_ids=frozenset(f.request_id for f in sent),

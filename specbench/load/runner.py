@@ -44,7 +44,7 @@ import asyncio
 import random
 import resource
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import numpy as np
@@ -484,6 +484,30 @@ class _Point:
             await asyncio.sleep(0)  # let the transports close their sockets
         return before, after
 
+    def result(self, before: MetricsSnapshot | None, after: MetricsSnapshot | None,
+               **extra: Any) -> PointResult:
+        """What the point measured, once it has run; `extra`: fields only some points have.
+        Parsing happens here, after the window, so it never competes with the measurement."""
+        assert self.window_start is not None and self.window_end is not None
+        return PointResult(
+            records=self.records(),
+            window_start=self.window_start,
+            window_end=self.window_end,
+            warmup_records=self.warmup_records,
+            warmup_errors=self.warmup_errors,
+            client_cpu_s=self.cpu_end - self.cpu_start,
+            loop_lag_ms=_percentiles_ms(self.lag_samples),
+            metrics_before=before,
+            metrics_after=after,
+            server_gone=self.server_gone,
+            concurrency=self.spec.concurrency,
+            protocol=self.spec.protocol,
+            end_reason=self.end_reason,
+            gauges=self.gauges,
+            warmup_wall_s=self.window_start - self.t_start,
+            **extra,
+        )
+
     def records(self) -> list[RequestRecord]:
         out = []
         window_end = self.window_end if self.window_end is not None else float("inf")
@@ -518,27 +542,7 @@ async def run_point(spec: PointSpec, gate: Gate | None = None, user_offset: int 
         point = _Point(spec, session, gate)
         point.user_offset = user_offset
         before, after = await point.run()
-    assert point.window_start is not None and point.window_end is not None
-    # Parsing happens here, after the window, so it never competes with the measurement.
-    records = point.records()
-    return PointResult(
-        records=records,
-        window_start=point.window_start,
-        window_end=point.window_end,
-        warmup_records=point.warmup_records,
-        warmup_errors=point.warmup_errors,
-        client_cpu_s=point.cpu_end - point.cpu_start,
-        loop_lag_ms=_percentiles_ms(point.lag_samples),
-        metrics_before=before,
-        metrics_after=after,
-        server_gone=point.server_gone,
-        concurrency=spec.concurrency,
-        protocol=spec.protocol,
-        end_reason=point.end_reason,
-        window_forced_open=point.window_forced_open,
-        gauges=point.gauges,
-        warmup_wall_s=point.window_start - point.t_start,
-    )
+    return point.result(before, after, window_forced_open=point.window_forced_open)
 
 
 def run_point_sync(spec: PointSpec) -> PointResult:
