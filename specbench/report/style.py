@@ -54,28 +54,26 @@ def order(names: Iterable[str], default_steps: int = 3) -> list[str]:
             + [n for n in names if n not in known])
 
 
-def label(name: str) -> str:
-    """A configuration's name in a legend: "EAGLE-3 K=2", "dynamic-disable T=40"."""
-    if name in MODE_LABELS:
-        return MODE_LABELS[name]
+def _named(name: str, fixed: dict[str, str], eagle3: str, dynamic: str) -> str:
+    """`name` from `fixed`, else EAGLE-3 at K steps or a threshold server at T by the formats."""
+    if name in fixed:
+        return fixed[name]
     config = _parsed(name)
     if config is not None and config.kind == "eagle3" and config.steps is not None:
-        return f"EAGLE-3 K={config.steps}"
+        return eagle3.format(config.steps)
     if config is not None and config.threshold is not None:
-        return f"dynamic-disable T={config.threshold}"
+        return dynamic.format(config.threshold)
     return name
+
+
+def label(name: str) -> str:
+    """A configuration's name in a legend: "EAGLE-3 K=2", "dynamic-disable T=40"."""
+    return _named(name, MODE_LABELS, "EAGLE-3 K={}", "dynamic-disable T={}")
 
 
 def short_label(name: str) -> str:
     """A configuration's name in a table column or flag list: "E3 k2", "dyn t40"."""
-    if name in _SHORT:
-        return _SHORT[name]
-    config = _parsed(name)
-    if config is not None and config.kind == "eagle3" and config.steps is not None:
-        return f"E3 k{config.steps}"
-    if config is not None and config.threshold is not None:
-        return f"dyn t{config.threshold}"
-    return name
+    return _named(name, _SHORT, "E3 k{}", "dyn t{}")
 
 
 def _shade(hex_color: str, amount: float) -> str:
