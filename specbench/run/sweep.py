@@ -395,7 +395,8 @@ class Sweep:
             entry = found["prompt_sets"][name]
             one_server = entry.get("one_server") or {}
             chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
-            per_set[name] = int(chosen)
+            # None: an open-loop run with no finite rate to decide at (--request-rates inf).
+            per_set[name] = int(chosen) if chosen is not None else DEFAULT_FIXED_THRESHOLD
         recommended = found.get("recommended_threshold")
         shown = ", ".join(f"{n} {t}" for n, t in per_set.items())
         mixed = (
