@@ -33,7 +33,6 @@ NAN = float("nan")
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 BLOCKS = 8
 PERCENTILES = (50, 90, 95, 99)
-LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 # The client is behind its schedule when its median lag is above this share of the mean gap
 # between arrivals (wall), and above the event loop's own timer granularity.
 LAG_SHARE_MAX = 0.10
@@ -121,18 +120,13 @@ def goodput(arrivals: pd.DataFrame, window_s: float, slo: Slo) -> Goodput:
     return Goodput(frac * scale, se_frac * scale, int(met.sum()), n, frac)
 
 
-def _pcts(values: np.ndarray, name: str) -> dict[str, float]:
-    values = values[np.isfinite(values)]
-    return {f"{name}_p{q}": float(np.percentile(values, q)) if len(values) else NAN
-            for q in PERCENTILES}
-
-
-def latency_columns(frame: pd.DataFrame, itl_ms: np.ndarray) -> dict[str, float]:
-    """p50/p90/p95/p99 of TTFT, TPOT, ITL and E2E over the rows given (ended OK)."""
+def percentile_columns(samples: dict[str, np.ndarray]) -> dict[str, float]:
+    """`<name>_p50/p90/p95/p99` of each latency's samples (NaN ones left out; none: NaN)."""
     out: dict[str, float] = {}
-    for name in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        out |= _pcts(frame[name].to_numpy(dtype=float), name)
-    out |= _pcts(itl_ms, "itl_ms")
+    for name, values in samples.items():
+        values = values[np.isfinite(values)]
+        out |= {f"{name}_p{q}": float(np.percentile(values, q)) if len(values) else NAN
+                for q in PERCENTILES}
     return out
 
 
@@ -157,7 +151,8 @@ def open_loop_columns(result: PointResult, frame: pd.DataFrame, time_scale: floa
         "arrival_lag_ms_p50": lag_p50,
         "arrival_lag_ms_p99": result.arrival_lag_ms.get("p99", NAN),
         "behind_schedule": behind,
-        **latency_columns(done, itl_ms),
+        **percentile_columns({name: done[name].to_numpy(dtype=float)
+                              for name in ("ttft_ms", "tpot_ms", "e2e_ms")} | {"itl_ms": itl_ms}),
         "server_running_reqs_p10": float(np.percentile(running, 10)) if len(running) else NAN,
         "server_running_reqs_p90": float(np.percentile(running, 90)) if len(running) else NAN,
         "server_running_reqs_samples": running.tolist(),

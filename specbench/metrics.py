@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.goodput import Slo, open_loop_columns
+from specbench.goodput import Slo, open_loop_columns, percentile_columns
 from specbench.load.prometheus import GEN_TOKENS
 from specbench.load.protocols import ERROR_CLASSES
 from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
@@ -302,10 +302,6 @@ def requests_frame(result: PointResult, time_scale: float) -> pd.DataFrame:
 
 # -- per-point summary --------------------------------------------------------------------
 
-def _pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else NAN
-
-
 def _delta(before: MetricsSnapshot | None, after: MetricsSnapshot | None, name: str) -> float:
     if before is None or after is None:
         return NAN
@@ -411,12 +407,7 @@ def _summary_row(result: PointResult, time_scale: float, server: _ServerView) ->
         "window_s": window_s,
         "output_tok_s": output_tok_s,
         "requests_per_s": _ratio(float(n_requests), window_s),
-        "ttft_ms_p50": _pct(ttft, 50), "ttft_ms_p90": _pct(ttft, 90), "ttft_ms_p99": _pct(ttft, 99),
-        "itl_ms_p50": _pct(itl, 50), "itl_ms_p90": _pct(itl, 90), "itl_ms_p99": _pct(itl, 99),
-        "tpot_ms_p50": _pct(tpot, 50), "tpot_ms_p90": _pct(tpot, 90),
-        "tpot_ms_p95": _pct(tpot, 95), "tpot_ms_p99": _pct(tpot, 99),
-        "ttft_ms_p95": _pct(ttft, 95), "itl_ms_p95": _pct(itl, 95), "e2e_ms_p95": _pct(e2e, 95),
-        "e2e_ms_p50": _pct(e2e, 50), "e2e_ms_p90": _pct(e2e, 90), "e2e_ms_p99": _pct(e2e, 99),
+        **percentile_columns({"ttft_ms": ttft, "itl_ms": itl, "tpot_ms": tpot, "e2e_ms": e2e}),
         "per_user_tok_s": _ratio(output_tok_s, float(result.concurrency)),
         "accept_length": accept_length,
         "accept_source": accept_source,

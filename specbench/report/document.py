@@ -374,14 +374,10 @@ def _flag_advice(name: str) -> str:
 
 def _flags_section(run: Run) -> list[Block]:
     where: dict[str, list[str]] = {}
-    for r in run.summary.itertuples():
-        for name in str(r.flags).split(";"):
+    for r in run.summary.to_dict("records"):
+        for name in str(r["flags"]).split(";"):
             if name.strip():
-                rate = getattr(r, "request_rate", None)
-                key = PointKey(str(r.mode), str(r.prompt_set), int(float(str(r.concurrency))),
-                               int(float(str(r.repeat))),
-                               None if rate is None or rate != rate else float(rate))
-                where.setdefault(name.strip(), []).append(key.label)
+                where.setdefault(name.strip(), []).append(PointKey.of_row(r).label)
     if not where:
         return [Para(plain("No point raised a flag."))]
     items = []

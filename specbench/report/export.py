@@ -179,14 +179,11 @@ def _stats_ms(name: str, values_ms: np.ndarray, percentiles: Sequence[int],
 
 def _rate(row: dict[str, Any]) -> float | None:
     """An open-loop point's request rate (None: closed loop)."""
-    rate = row.get("request_rate")
-    return None if rate is None or rate != rate else float(rate)
+    return PointKey.of_row(row).request_rate
 
 
 def _label(row: dict[str, Any]) -> str:
-    key = PointKey(row["mode"], row["prompt_set"], int(row["concurrency"]), int(row["repeat"]),
-                   _rate(row))
-    return key.label
+    return PointKey.of_row(row).label
 
 
 def _cap(row: dict[str, Any]) -> int | None:

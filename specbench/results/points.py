@@ -96,9 +96,14 @@ class PointKey:
     @property
     def shown(self) -> str:
         """The level for people: c=8, or 8 req/s."""
-        if self.request_rate is not None:
-            return f"{rate_text(self.request_rate)} req/s"
-        return f"c={self.concurrency}"
+        return level_text(self.concurrency if self.request_rate is None else self.request_rate)
+
+    @classmethod
+    def of_row(cls, row: Any) -> PointKey:
+        """The key of a summary row (a mapping); a missing or NaN request_rate: closed loop."""
+        rate = row.get("request_rate")
+        return cls(str(row["mode"]), str(row["prompt_set"]), int(float(row["concurrency"])),
+                   int(float(row["repeat"])), None if rate is None or rate != rate else float(rate))
 
 
 def point_path(run_dir: Path, key: PointKey) -> Path:

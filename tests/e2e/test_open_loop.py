@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from specbench.analysis.text import rate_decision_words
 from tests.harness import assert_no_process_left, run_cli, sweep_cli
 
 pytestmark = pytest.mark.slow
@@ -39,12 +40,13 @@ def test_an_open_loop_sweep_reports_goodput_and_the_dynamic_server(tmp_path: Pat
 
     analysis = json.loads((run_dir / "analysis.json").read_text())
     coding = analysis["prompt_sets"]["coding"]
+    # On the default profile EAGLE-3 keeps every SLO at low rates and misses TPOT at 32 req/s,
+    # where the baseline still meets it: its goodput crosses the baseline's between the rates.
     good = coding["goodput"]
-    assert good["metric"] == "goodput" and good["outcome"] in (
-        "crossover", "eagle3_never_wins", "eagle3_always_wins")
-    if good["outcome"] == "crossover":
-        lo, hi = good["interval"]
-        assert lo <= good["rate_req_s"] <= hi
+    assert good["metric"] == "goodput" and good["outcome"] == "crossover"
+    lo, hi = good["interval"]
+    assert 2.0 <= lo <= good["rate_req_s"] <= hi <= 32.0
+    assert good["ratio"][-1] < 0.8 and good["threshold_batch_size"] >= 1
     dynamic = coding["dynamic"]["dynamic"]
     assert [r["rate"] for r in dynamic] == ["2", "8", "32", "inf"]
     assert all(r["efficiency_tok_s"] is not None for r in dynamic)
@@ -52,7 +54,7 @@ def test_an_open_loop_sweep_reports_goodput_and_the_dynamic_server(tmp_path: Pat
     assert sum(r["switches"] for r in dynamic) >= 1
 
     report = (run_dir / "report.md").read_text()
-    assert "on goodput EAGLE-3" in report and "E on goodput" in report
+    assert rate_decision_words(good) in report and "E on goodput" in report
     assert "switches" in report and (run_dir / "plots" / "arrivals.png").exists()
 
     exported = run_cli(["export", str(run_dir), "--format", "vllm"], cwd=tmp_path)
