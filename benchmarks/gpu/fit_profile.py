@@ -160,23 +160,50 @@ def log_lines(path: Path) -> list[str]:
 FLUSH_LINE = "Cache flushed successfully!"  # specbench flushes the cache before each point
 
 
-def lines_of_set(run_dir: Path, mode: str, lines: Sequence[str], prompt_set: str) -> list[str]:
-    """The lines one server logged while specbench measured `prompt_set`'s points.
+def launch_order(log: Path) -> tuple[str, int]:
+    """Sort key: a server's logs in the order it was launched. A new launch moves the log it
+    finds to the next free ``<name>.<n>.log``, so ``.1``, ``.2``, ... are older and the plain
+    ``<name>.log`` is the newest."""
+    parts = log.name.split(".")
+    return parts[0], int(parts[1]) if parts[1].isdigit() else 1 << 30
+
+
+def lines_of_set(run_dir: Path, mode: str, logs: Sequence[Sequence[str]],
+                 prompt_set: str) -> list[list[str]]:
+    """Per log of one server (in launch order), the lines it logged while specbench measured
+    `prompt_set`'s points.
 
     specbench flushes the prefix cache before every point, and the manifest keeps the points in
-    the order they ran, so the n-th flush line opens the server's n-th point. Flushes after
-    the last recorded point opened points that never ended (the run was cut short): their lines
-    are left out. A log with fewer flushes than points (a restart) is refused.
+    the order they ran, so the n-th flush line opens the server's n-th point. A flush more than
+    the points opened a point that was cut short: a resumed sweep measures it again on the next
+    launch, so it is the last flush of an older log (one per older log; more than that must be
+    the newest log's last, a run still unfinished). Its lines are left out. Fewer flushes than
+    points (a restart that skipped its flush), or surplus flushes that fewer older logs than
+    there are could hold, are refused: which launch measured what is then unknown.
     """
     manifest = json.loads((run_dir / "manifest.json").read_text())
     keys = [k for k in manifest["points"] if k.split("/")[0] == mode]
-    starts = [i for i, line in enumerate(lines) if FLUSH_LINE in line]
-    if len(starts) < len(keys):
-        raise SystemExit(f"{mode}: {len(starts)} cache flushes in its log for {len(keys)} points "
-                         "in the manifest; --prompt-set needs one flush per point")
-    bounds = [*starts[:len(keys)], starts[len(keys)] if len(starts) > len(keys) else len(lines)]
-    return [line for key, a, b in zip(keys, bounds, bounds[1:], strict=False)
-            if key.split("/")[1] == prompt_set for line in lines[a:b]]
+    starts = [[i for i, line in enumerate(lines) if FLUSH_LINE in line] for lines in logs]
+    surplus = sum(map(len, starts)) - len(keys)
+    older = len(logs) - 1
+    if surplus < 0 or 0 < surplus < older:
+        raise SystemExit(f"{mode}: {sum(map(len, starts))} cache flushes in {len(logs)} log(s) "
+                         f"for {len(keys)} points in the manifest; --prompt-set needs one flush "
+                         "per point, and one cut-short point per earlier launch at most")
+    # Each log's kept flushes and where its last kept point ends: a cut-short point's flush.
+    kept = [(found, len(lines)) for found, lines in zip(starts, logs, strict=True)]
+    if surplus:  # an older launch's last point was cut short; the newest's extras are unfinished
+        newest = len(starts[-1]) - (surplus - older)
+        kept = [(found[:-1], found[-1]) for found in starts[:-1]] + [
+            (starts[-1][:newest], starts[-1][newest] if surplus > older else len(logs[-1]))]
+    out, taken = [], 0
+    for lines, (found, end) in zip(logs, kept, strict=True):
+        bounds = [*found, end]
+        mine = keys[taken:taken + len(found)]
+        taken += len(found)
+        out.append([line for key, a, b in zip(mine, bounds, bounds[1:], strict=False)
+                    if key.split("/")[1] == prompt_set for line in lines[a:b]])
+    return out
 
 
 class RunningContexts:
@@ -855,18 +882,23 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     servers = args.run_dir / "servers"
-    logs = sorted([*servers.glob("*.log"), *servers.glob("*.log.xz")])
+    logs = sorted([*servers.glob("*.log"), *servers.glob("*.log.xz")], key=launch_order)
     samples: list[StepSample] = []
     intervals: list[PrefillInterval] = []
     # Every server's lines by mode (eagle3.2.log is a restart of eagle3), for the c=1 rows.
     logs_by_mode: dict[str, list[list[str]]] = defaultdict(list)
     for log in logs:
-        lines = log_lines(log)
-        mode = mode_of(log)
-        if args.prompt_set is not None and mode is not None:
-            lines = lines_of_set(args.run_dir, mode, lines, args.prompt_set)
-        logs_by_mode[log.name.split(".")[0]].append(lines)
-        if mode is not None:
+        logs_by_mode[log.name.split(".")[0]].append(log_lines(log))
+    if args.prompt_set is not None:
+        logs_by_mode.update({
+            name: lines_of_set(args.run_dir, name, found, args.prompt_set)
+            for name, found in logs_by_mode.items() if name in MODES})
+    for name, found in logs_by_mode.items():
+        mode = name if name in MODES else None
+        if mode is None:
+            continue
+        for log, lines in zip([lg for lg in logs if lg.name.split(".")[0] == name], found,
+                              strict=True):
             samples += parse_decode_log(log, mode, lines=lines)
             intervals += parse_prefill_intervals(log, mode, lines=lines)
     if not samples:

@@ -25,18 +25,24 @@ def _fit_profile() -> Any:
 
 def test_a_prompt_sets_lines_are_the_points_after_its_flushes() -> None:
     fit = _fit_profile()
-    lines = fit.log_lines(RUN / "servers" / "zero-step.log.xz")
-    coding = fit.lines_of_set(RUN, "zero-step", lines, "coding")
-    agentic = fit.lines_of_set(RUN, "zero-step", lines, "agentic")
-    flushes = [line for line in lines if fit.FLUSH_LINE in line]
-    # 10 recorded points (6 coding, 4 agentic) and an 11th flush that opened a point the device
-    # session's end cut short: its lines belong to neither.
-    assert len(flushes) == 11
-    assert sum(fit.FLUSH_LINE in line for line in coding) == 6
-    assert sum(fit.FLUSH_LINE in line for line in agentic) == 4
-    assert set(coding).isdisjoint(agentic)
-    with pytest.raises(SystemExit, match="3 cache flushes in its log for 10 points"):
-        fit.lines_of_set(RUN, "zero-step", flushes[:3], "coding")
+    paths = sorted((RUN / "servers").glob("zero-step*.log.xz"), key=fit.launch_order)
+    assert [p.name for p in paths] == ["zero-step.1.log.xz", "zero-step.log.xz"]
+    logs = [fit.log_lines(p) for p in paths]
+    coding = fit.lines_of_set(RUN, "zero-step", logs, "coding")
+    agentic = fit.lines_of_set(RUN, "zero-step", logs, "agentic")
+    flushes = [[line for line in lines if fit.FLUSH_LINE in line] for lines in logs]
+    # The first launch: 10 recorded points (6 coding, 4 agentic) and an 11th flush that opened a
+    # point the device session's end cut short; the resumed launch measured it again, then one
+    # more (agentic c = 64 and 128).
+    assert [len(found) for found in flushes] == [11, 2]
+    assert [sum(fit.FLUSH_LINE in line for line in part) for part in coding] == [6, 0]
+    assert [sum(fit.FLUSH_LINE in line for line in part) for part in agentic] == [4, 2]
+    assert set(coding[0]).isdisjoint(agentic[0])
+    with pytest.raises(SystemExit, match="3 cache flushes in 1 log"):
+        fit.lines_of_set(RUN, "zero-step", [flushes[0][:3]], "coding")
+    # Two surplus flushes and one earlier launch: the newest's last point is unfinished.
+    extra = fit.lines_of_set(RUN, "zero-step", [logs[0], logs[1] + flushes[1][:1]], "agentic")
+    assert [sum(fit.FLUSH_LINE in line for line in part) for part in extra] == [4, 2]
 
 
 def test_the_profile_holds_its_fit_to_the_coding_points(capsys: pytest.CaptureFixture[str]) -> None:
