@@ -19,7 +19,8 @@
 # - On a machine a previous call set up (still warm: the next call came within 30 s), it only
 #   waits: the sweeps go on where they are, servers up, caches warm.
 # - Either way it sleeps WAIT_S, then writes $OUT/runs.tar.xz (every run directory, resumable),
-#   $OUT/session.log and, with FINAL=1, $OUT/kernel-cache.tar.xz. A run cut short by a lost
+#   $OUT/session.log and $OUT/kernel-cache.tar.xz (carry it into the next bare machine's
+#   call). A run cut short by a lost
 #   machine resumes from the last runs.tar.xz: h200_sweep.sh resumes a run directory it finds.
 set -u
 KIT=$(cd "${1:?usage: device_call.sh KIT_DIR}" && pwd)
@@ -79,9 +80,9 @@ sleep "${WAIT_S:-540}"
 cd /tmp || exit 1
 if [ -d runs ]; then tar cf - runs | nice -n 19 xz -T2 -3 > "$OUT/runs.tar.xz"; fi
 cp "$log" "$OUT/session.log"
-if [ "${FINAL:-0}" = 1 ]; then
-  dirs=(); for d in root/.cache/flashinfer root/.cache/tvm-ffi root/.triton; do
-    if [ -d "/$d" ]; then dirs+=("$d"); fi; done
-  if [ ${#dirs[@]} -gt 0 ]; then tar cf - -C / "${dirs[@]}" | xz -T0 -3 > "$OUT/kernel-cache.tar.xz"; fi
-fi
+# The kernel caches come back with every call (~4 MB): two sessions lost their machine between
+# calls before a final one, and a bare machine without them spends 170-190 s compiling.
+dirs=(); for d in root/.cache/flashinfer root/.cache/tvm-ffi root/.triton; do
+  if [ -d "/$d" ]; then dirs+=("$d"); fi; done
+if [ ${#dirs[@]} -gt 0 ]; then tar cf - -C / "${dirs[@]}" | xz -T0 -3 > "$OUT/kernel-cache.tar.xz"; fi
 tail -30 "$log"

@@ -74,17 +74,23 @@ def test_the_generators_follow_the_exponential_and_gamma_laws() -> None:
 @pytest.mark.parametrize("burstiness", [1.0, 0.5])
 def test_arrivals_reach_the_server_at_the_asked_rate_and_law(burstiness: float) -> None:
     with fake(output_tokens=8, step_s=0.002) as srv:
-        result = run_open_point_sync(open_spec(srv.url, burstiness=burstiness))
+        result = run_open_point_sync(open_spec(srv.url, burstiness=burstiness, window_s=6.0))
         gaps = window_gaps(srv, result)
     achieved = result.window_arrivals / result.window_wall_s
     assert abs(achieved / 100.0 - 1) < 0.05
-    assert len(gaps) >= 250
+    assert len(gaps) >= 500
     law = stats.gamma(burstiness, scale=gaps.mean() / burstiness)
     assert ks_above_floor(gaps, law) > ALPHA
-    # Burstiness is what tells the laws apart, and the spread of the gaps shows it whole:
-    # their coefficient of variation is 1 / sqrt(shape) (1 for Poisson, 1.41 at 0.5).
-    cv = gaps.std() / gaps.mean()
-    assert abs(cv - 1 / math.sqrt(burstiness)) < 0.15
+    # Above the floor gamma(0.5) and exponential gaps look alike; burstiness shows in the short
+    # gaps: the share below 0.3 x the mean is 0.42 for shape 0.5 and 0.26 for Poisson. The
+    # share lies nearer the asked law's (simulated with 1 ms of jitter, 600 gaps: 1 miss in
+    # 1,000 at shape 0.5, none for Poisson). Not the coefficient of variation: its sampling
+    # spread at shape 0.5 is 1.14-1.61 over 300 gaps, and one stall of the machine moves it
+    # further (a fresh-clone CI read 1.90).
+    other = 1.0 if burstiness != 1.0 else 0.5
+    share = float(np.mean(gaps < 0.3 * gaps.mean()))
+    asked, wrong = (stats.gamma(b, scale=1 / b).cdf(0.3) for b in (burstiness, other))
+    assert abs(share - asked) < abs(share - wrong), (share, asked, wrong)
     assert result.arrival_lag_ms["p50"] < 2.0
 
 
