@@ -22,15 +22,10 @@ from specbench.results.manifest import RunStatus, gpu_time
 from specbench.run import adaptive, rundir
 from specbench.run.parallel import ParallelRunner
 from specbench.run.plan import point_estimate_s
+from specbench.run.preflight import preflight
 from specbench.run.progress import SweepProgress
 from specbench.run.ray_executor import RayRunner
-from specbench.run.sweep import (
-    Sweep,
-    SweepInterrupted,
-    conclude,
-    preflight,
-    signals_raise,
-)
+from specbench.run.sweep import Sweep, SweepInterrupted, conclude, signals_raise
 
 
 def skipped_buckets(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> list[str]:

@@ -36,8 +36,9 @@ from specbench.engines import make_engine
 from specbench.errors import UserError
 from specbench.results import PointKey, PointRecord, read_manifest
 from specbench.results.manifest import PlacementRecord, ServerRecord
+from specbench.run.preflight import preflight
 from specbench.run.progress import SweepProgress
-from specbench.run.sweep import Sweep, SweepError, SweepInterrupted, preflight, signals_raise
+from specbench.run.sweep import Sweep, SweepError, SweepInterrupted, signals_raise
 
 _POLL_S = 0.2
 _STOP_WAIT_S = 30.0

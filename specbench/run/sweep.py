@@ -29,10 +29,9 @@ from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server
 from specbench.engines.base import server_log
-from specbench.errors import ConfigError, UserError
+from specbench.errors import UserError
 from specbench.goodput import Slo
 from specbench.load import arrivals, procs, protocols, runner
-from specbench.prompts import context
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
 from specbench.results.manifest import ServerRecord
 from specbench.run import adaptive
@@ -53,48 +52,6 @@ class SweepInterrupted(BaseException):
         self.signame = signame
         self.exit_code = exit_code
         self.run_dir = run_dir
-
-
-def preflight(cfg: SweepConfig, engine: Engine) -> dict[str, prompts.PromptSet]:
-    """Load the prompt sets and refuse what is certain to fail; raise ConfigError."""
-    sets: dict[str, prompts.PromptSet] = {}
-    for name in cfg.prompt_sets:
-        try:
-            ps = prompts.load_prompt_set(name)
-        except prompts.PromptSetError as exc:
-            raise ConfigError(str(exc)) from None
-        if ps.name in sets:
-            raise ConfigError(f"two prompt sets are named {ps.name!r}; rename one of the files")
-        sets[ps.name] = ps  # a file path is keyed by its stem, the name results use
-        try:
-            protocols.check_sampling(ps.requests)
-        except protocols.SamplingOverrideError as exc:
-            raise ConfigError(f"prompt set {ps.name}: {exc}") from None
-    if cfg.mix:
-        sets[prompts.MIX_NAME] = _mix(cfg, sets)
-    if cfg.context_lengths:
-        try:
-            sets = context.bucketed_sets(sets, cfg.context_lengths)
-        except prompts.PromptSetError as exc:
-            raise ConfigError(str(exc)) from None
-    # One socket per user: the soft open-files limit is raised to the hard one now, and a
-    # limit too low for the largest level is refused before any server starts.
-    runner.raise_fd_limit(max(cfg.concurrency))
-    engine.preflight()
-    return sets
-
-
-def _mix(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> prompts.PromptSet:
-    assert cfg.mix is not None
-    if prompts.MIX_NAME in sets:
-        raise ConfigError("a prompt set is named mix, which --mix uses; rename that file")
-    parts = {}
-    for name in cfg.mix:
-        try:
-            parts[name] = sets[name] if name in sets else prompts.load_prompt_set(name)
-        except prompts.PromptSetError as exc:
-            raise ConfigError(f"--mix: {exc}") from None
-    return prompts.mix_prompt_set(parts, dict(cfg.mix), cfg.load.seed)
 
 
 # A SIGTERM/SIGHUP that arrives while a point's event loop runs, kept until the loop is done.
