@@ -51,6 +51,7 @@ PARALLEL_FILES = {
     "e2e/test_faults.py",
     "e2e/test_filesystem.py",
     # rates achieved by the count of scheduled arrivals, goodput and switches present: untimed
+    # (but for the goodput crossing, in SERIAL_TESTS)
     "e2e/test_open_loop.py",
     "e2e/test_parallel.py",
     "e2e/test_ray.py",
@@ -82,6 +83,9 @@ SERIAL_FILES = {
 
 # Single timed tests in files that otherwise run on two workers ("file::test", any parameters).
 SERIAL_TESTS = {
+    # goodput crosses where EAGLE-3 misses the TPOT SLO at 32 req/s: beside two other workers a
+    # fresh-clone CI read EAGLE-3 ahead there (alone its goodput ratio is 0.33)
+    "e2e/test_open_loop.py::test_an_open_loop_sweep_reports_goodput_and_the_dynamic_server",
     # throughput within 25 % of a sequential run
     "e2e/test_parallel.py::test_a_tune_run_on_two_gpus_matches_the_sequential_one",
     # "servers stopped within 10 s" after SIGINT / SIGTERM
