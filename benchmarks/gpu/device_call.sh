@@ -32,7 +32,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local R=/tmp/runs N=h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  local steps=" ${STEPS:-main relaunch q0.5 arrivals} "  # STEPS picks some, e.g. "relaunch"
+  local steps=" ${STEPS:-main relaunch q0.5 arrivals tune} "  # STEPS picks some, e.g. "tune"
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
@@ -40,19 +40,27 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   [[ $steps == *" relaunch "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-relaunch" "${M[@]}" "${common[@]}" \
     --modes eagle3,zero-step --concurrency 16,32,64,128
   # 3. A second acceptance (issue 37): the same target, a draft with per-token acceptance 0.5.
-  [[ $steps == *" q0.5 "* ]] || return 0
-  (cd "$KIT" && H=4096 L=32 NH=32 NKV=8 I=14336 Q=0.5 \
-    python3 build_constructed_models.py /tmp/models-q0.5 tokenizer) > /tmp/build-q0.5.log 2>&1
-  tail -1 /tmp/build-q0.5.log
-  sha256sum /tmp/models/target/model.safetensors /tmp/models-q0.5/target/model.safetensors
-  MODELS_NOTE="${MODELS_NOTE/acceptance 0.7/acceptance 0.5}" \
-    bash benchmarks/gpu/h200_sweep.sh "$R/${N/q0.3/q0.5}" /tmp/models-q0.5/target \
-    /tmp/models-q0.5/draft --plan dense --warmup-s 2 --window-s 8 --modes eagle3 \
-    --prompts coding --concurrency 1,16,64,128
+  if [[ $steps == *" q0.5 "* ]]; then
+    (cd "$KIT" && H=4096 L=32 NH=32 NKV=8 I=14336 Q=0.5 \
+      python3 build_constructed_models.py /tmp/models-q0.5 tokenizer) > /tmp/build-q0.5.log 2>&1
+    tail -1 /tmp/build-q0.5.log
+    sha256sum /tmp/models/target/model.safetensors /tmp/models-q0.5/target/model.safetensors
+    MODELS_NOTE="${MODELS_NOTE/acceptance 0.7/acceptance 0.5}" \
+      bash benchmarks/gpu/h200_sweep.sh "$R/${N/q0.3/q0.5}" /tmp/models-q0.5/target \
+      /tmp/models-q0.5/draft --plan dense --warmup-s 2 --window-s 8 --modes eagle3 \
+      --prompts coding --concurrency 1,16,64,128
+  fi
   # 4. Open-loop arrivals (issue 38), coding, around the closed-loop c* (about 3.7 requests/s).
   [[ $steps == *" arrivals "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-arrivals" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,dynamic --prompts coding --request-rates 2,3,4,6 \
     --slo ttft_ms=2000,tpot_ms=40
+  # 5. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
+  #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
+  #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
+  [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \
+    "$R/$N-tune" "${M[@]}" "${common[@]}" \
+    --modes eagle3,eagle3-k1,eagle3-k2,eagle3-k5,zero-step,sglang-default,tuned
+  return 0
 }
 
 if [ ! -f "$S/started" ]; then

@@ -20,6 +20,10 @@
 #   so the next call on a bare machine skips the compiles (a cold cache works too, slower: a
 #   fresh FlashInfer server spent 172 s compiling inside its launch).
 #
+# - SPECBENCH_COMMAND (default sweep): `tune` runs `specbench tune` instead, with the same
+#   options (EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default adaptive and the tuned
+#   server; --modes picks among them).
+#
 # PyTorch sampling: the bundle's FlashInfer sampling kernels are not built. Levels 1..128 fit
 # the KV pool of an 8B model with EAGLE-3 on one H200.
 set -euo pipefail
@@ -42,6 +46,11 @@ done
 if [ -n "${MODELS_NOTE:-}" ]; then printf '%s\n' "$MODELS_NOTE" > "$run_dir/models/README.md"; fi
 
 backend=${ATTENTION_BACKEND:-flashinfer}
+command=${SPECBENCH_COMMAND:-sweep}
+case $command in
+  sweep|tune) ;;
+  *) echo "h200_sweep: SPECBENCH_COMMAND=$command: use sweep or tune" >&2; exit 2 ;;
+esac
 cache_dirs=("$HOME/.cache/flashinfer" "$HOME/.cache/tvm-ffi" "$HOME/.triton" "/tmp/torchinductor_$(id -un)")
 if [ -n "${KERNEL_CACHE:-}" ] && [ -f "$KERNEL_CACHE" ]; then
   tar xJf "$KERNEL_CACHE" -C / && echo "h200_sweep: kernel caches restored from $KERNEL_CACHE"
@@ -66,7 +75,7 @@ limit=()
 if [ -n "${STOP_AFTER_S:-}" ]; then limit=(timeout --signal=INT --kill-after=60 "$STOP_AFTER_S"); fi
 
 set +e
-"${limit[@]}" python3 -m specbench sweep --engine sglang "${where[@]}" \
+"${limit[@]}" python3 -m specbench "$command" --engine sglang "${where[@]}" \
   --model-path "$target" --draft-model-path "$draft" \
   --server-arg "--attention-backend $backend" --server-arg "--sampling-backend pytorch" \
   --prompts coding,agentic --concurrency 1,4,16,32,64,128 --warmup-s 3 --window-s 8 \
@@ -74,5 +83,5 @@ set +e
 code=$?
 set -e
 save_cache
-echo "h200_sweep: specbench sweep exited $code"
+echo "h200_sweep: specbench $command exited $code"
 exit "$code"
