@@ -32,7 +32,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local R=/tmp/runs N=h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  local steps=" ${STEPS:-main relaunch q0.5 arrivals tune} "  # STEPS picks some, e.g. "tune"
+  local steps=" ${STEPS:-main relaunch q0.5 arrivals agentic2 tune} "  # STEPS picks some, e.g. "tune"
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
@@ -54,7 +54,12 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   [[ $steps == *" arrivals "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-arrivals" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,dynamic --prompts coding --request-rates 2,3,4,6 \
     --slo ttft_ms=2000,tpot_ms=40
-  # 5. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
+  # 5. The agentic E gap at 64/128 (issue 36): zero-step and the dynamic server launched again,
+  #    the dynamic one at the main run's agentic T = 22, 12-s windows: 11 points, 12.8 GPU-min.
+  [[ $steps == *" agentic2 "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-agentic2" "${M[@]}" \
+    --plan dense --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
+    --modes zero-step,dynamic --threshold 22 --prompts agentic --concurrency 16,32,64,128
+  # 6. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
   #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
   [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \
