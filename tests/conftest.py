@@ -1,33 +1,28 @@
 """Which tests may run side by side (pytest-xdist) and which must run alone.
 
-CI (.ci/run) runs the suite in two halves at once on its 2-core machine:
+CI (.ci/run) runs the suite in passes on its 2-core machine:
 
-    python3 -m pytest -q -m serial                                   # one at a time
-    chrt --idle 0 python3 -m pytest -q -n 3 --dist loadgroup -m "not serial and not contract"
+    python3 -m pytest -q -n 3 --dist loadgroup -m "not serial"   # three workers
+    python3 -m pytest -q -m serial                                # one process, nothing beside it
 
-and then the contract tests (``-m contract``), alone: they run SGLang's own server code (torch
-on the CPU), which slowed a timed test by 8% even at idle priority. The second half runs at
-idle CPU priority (SCHED_IDLE, inherited by every server and sweep its tests start), so it
-takes only the CPU the timed test leaves: the timed tests measured the same with it beside them
-as alone (the serial pass in 637-639 s against 642 s; the MoE calibration at 87.0-87.1 tok/s
-in three runs, as alone).
+(the first split in two there: the contract tests run once SGLang's venv, installed in the
+background, is ready).
 
 A test is `serial` when what it asserts depends on the wall clock: the simulator or a fake
 server runs in real time (``--sim-time-scale``) and the test checks throughput, latency, a
 ratio of timings, a flag the sweep derives from timings (``client_bound``, ``ran_below_c``,
 stalls and timeouts), a decision made from measured curves (the crossing, the threshold), or
-that something happened within N seconds. Beside another worker at its own priority on two
-cores such a test
+that something happened within N seconds. Beside another worker on two cores such a test
 measures the other worker as well; CI has failed before on tests at the edge. Everything else
 (pure functions, parsers, the CLI's refusals, the contract tests against SGLang's own code)
-runs on three workers.
+runs on two workers.
 
 Without ``-n`` / ``-m`` (the README's ``python3 -m pytest -q``) every test runs, one after
 another, as before. A new test file under a folder of live-server tests (see
 :data:`SERIAL_DIRS`) is serial unless named in :data:`PARALLEL_FILES`; any test may also mark
 itself ``@pytest.mark.serial``.
 
-On the workers a test goes wherever a worker is free, except that the tests of a file with a
+On two workers a test goes wherever a worker is free, except that the tests of a file with a
 module- or session-scoped fixture of its own (a shared simulated server, a shared sweep) are one
 group (``xdist_group``), so that fixture starts once, on one worker; the oracle's two files are
 one group, since its session fixture starts SGLang's server twice.
@@ -86,7 +81,7 @@ SERIAL_FILES = {
     "test_sweep_signals.py",
 }
 
-# Single timed tests in files that otherwise run on the workers ("file::test", any parameters).
+# Single timed tests in files that otherwise run on two workers ("file::test", any parameters).
 SERIAL_TESTS = {
     # goodput crosses where EAGLE-3 misses the TPOT SLO at 32 req/s: beside two other workers a
     # fresh-clone CI read EAGLE-3 ahead there (alone its goodput ratio is 0.33)
