@@ -29,7 +29,12 @@ S=/tmp/sb
 log=/tmp/session.log
 
 plan() {  # the runs, in priority order; each resumes what an earlier call left
-  local R=/tmp/runs N=h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
+  # The card names the runs (an H100 may come where an H200 was asked for; its runs are its own).
+  local card
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]\{3\}' \
+    | tr 'H' 'h')
+  local R=/tmp/runs N=${card:-h200}-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
+  echo "[device_call] card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
   local steps=" ${STEPS:-main relaunch q0.5 arrivals agentic2 tune} "  # STEPS picks some, e.g. "tune"
