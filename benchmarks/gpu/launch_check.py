@@ -7,7 +7,9 @@ put in place of the first launch's (same configuration, prompt set and level); t
 stay. Prints, per prompt set, c* (EAGLE-3 against the baseline) and T's crossing (EAGLE-3 against
 zero-step): the run's estimate with its 95% interval (which carries the between-launch term when
 RUN_DIR's analysis was written with `specbench report RUN_DIR --relaunch RELAUNCH_DIR`), the
-second launch's estimate, and whether the interval holds it.
+second launch's estimate, and whether the interval holds it (a second launch with no crossing
+inside the grid, e.g. EAGLE-3 ahead at every level, is held by an interval that reaches that edge
+of the grid).
 """
 
 from __future__ import annotations
@@ -20,10 +22,21 @@ from pathlib import Path
 from specbench import analysis, results
 
 
-def _decisions(found: dict) -> dict[str, tuple[float | None, list[float] | None]]:
-    plain, one = found.get("plain_server") or {}, found.get("one_server") or {}
-    return {"c*": (plain.get("crossover_concurrency"), plain.get("interval")),
-            "T crossing": (one.get("crossover_concurrency"), one.get("interval"))}
+def _decisions(found: dict) -> dict[str, tuple[float | None, list[float] | None, str, list[int]]]:
+    """Per decision: (crossing, 95% interval, outcome, levels)."""
+    out = {}
+    for decision, key in (("c*", "plain_server"), ("T crossing", "one_server")):
+        entry = found.get(key) or {}
+        out[decision] = (entry.get("crossover_concurrency"), entry.get("interval"),
+                         entry.get("outcome", ""), entry.get("levels") or [])
+    return out
+
+
+def _second_words(value: float | None, outcome: str, levels: list[int]) -> str:
+    if value is not None:
+        return f"{value:.1f}"
+    top, bottom = (max(levels), min(levels)) if levels else (0, 0)
+    return {"eagle3_always_wins": f">{top}", "eagle3_never_wins": f"<{bottom}"}.get(outcome, "-")
 
 
 def main(run_dir: Path, relaunch_dir: Path) -> int:
@@ -43,14 +56,18 @@ def main(run_dir: Path, relaunch_dir: Path) -> int:
     held = True
     for name, found in stated["prompt_sets"].items():
         other = _decisions(second["prompt_sets"][name])
-        for decision, (value, interval) in _decisions(found).items():
-            again = other[decision][0]
-            if value is None or again is None or interval is None:
+        for decision, (value, interval, _, _) in _decisions(found).items():
+            again, _, outcome, levels = other[decision]
+            if value is None or interval is None or (again is None and not levels):
                 continue
-            inside = interval[0] <= again <= interval[1]
+            if again is not None:
+                inside = interval[0] <= again <= interval[1]
+            else:  # no crossing inside the second's grid: the interval must reach that edge
+                inside = (outcome == "eagle3_always_wins" and interval[1] >= max(levels)) or (
+                    outcome == "eagle3_never_wins" and interval[0] <= min(levels))
             held &= inside
             print(f"{name:<8} {decision:<11} {value:>7.1f} {interval[0]:>7.1f}-{interval[1]:<8.1f}"
-                  f" {again:>7.1f}  {'yes' if inside else 'NO'}")
+                  f" {_second_words(again, outcome, levels):>7}  {'yes' if inside else 'NO'}")
     return 0 if held else 1
 
 

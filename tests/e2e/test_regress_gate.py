@@ -24,8 +24,9 @@ pytestmark = pytest.mark.slow
 
 PROFILE = Path(__file__).resolve().parents[2] / "specbench/sim/profiles/llama-3.1-8b-1xh200.toml"
 # The ci preset's windows and seeds; fewer levels, one prompt set, two modes, and the
-# simulator at 6x real time rather than 3x (a sweep 21 s instead of 37 s; the numbers are in
-# simulated seconds either way, and these runs are only compared with one another).
+# simulator at 6x real time rather than the preset's 4x (a sweep 21 s here, 37 s at 3x; the
+# numbers are in simulated seconds either way, and these runs are only compared with one
+# another).
 # Four levels, not three: the geometric-mean z-test of a 10% slowdown then has p near 0.01
 # rather than 0.03 (per-point uncertainty comes from each window's bootstrap interval).
 REDUCED = ["--preset", "ci", "--prompts", "coding", "--concurrency", "16,32,64,128",
