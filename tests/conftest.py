@@ -5,8 +5,8 @@ CI (.ci/run) runs the suite in passes on its 2-core machine:
     python3 -m pytest -q -n 3 --dist loadgroup -m "not serial"   # three workers
     python3 -m pytest -q -m serial                                # one process, nothing beside it
 
-(the first split in two there: the contract tests run beside it, once SGLang's venv, installed
-in the background, is ready; nothing runs beside the second).
+(the first split in two there: the contract tests run once SGLang's venv, installed in the
+background, is ready).
 
 A test is `serial` when what it asserts depends on the wall clock: the simulator or a fake
 server runs in real time (``--sim-time-scale``) and the test checks throughput, latency, a
