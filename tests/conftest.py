@@ -15,14 +15,14 @@ stalls and timeouts), a decision made from measured curves (the crossing, the th
 that something happened within N seconds. Beside another worker on two cores such a test
 measures the other worker as well; CI has failed before on tests at the edge. Everything else
 (pure functions, parsers, the CLI's refusals, the contract tests against SGLang's own code)
-runs on two workers.
+runs on three workers (the contract tests on two).
 
 Without ``-n`` / ``-m`` (the README's ``python3 -m pytest -q``) every test runs, one after
 another, as before. A new test file under a folder of live-server tests (see
 :data:`SERIAL_DIRS`) is serial unless named in :data:`PARALLEL_FILES`; any test may also mark
 itself ``@pytest.mark.serial``.
 
-On two workers a test goes wherever a worker is free, except that the tests of a file with a
+On the workers a test goes wherever a worker is free, except that the tests of a file with a
 module- or session-scoped fixture of its own (a shared simulated server, a shared sweep) are one
 group (``xdist_group``), so that fixture starts once, on one worker; the oracle's two files are
 one group, since its session fixture starts SGLang's server twice.
@@ -81,7 +81,7 @@ SERIAL_FILES = {
     "test_sweep_signals.py",
 }
 
-# Single timed tests in files that otherwise run on two workers ("file::test", any parameters).
+# Single timed tests in files that otherwise run on the workers ("file::test", any parameters).
 SERIAL_TESTS = {
     # goodput crosses where EAGLE-3 misses the TPOT SLO at 32 req/s: beside two other workers a
     # fresh-clone CI read EAGLE-3 ahead there (alone its goodput ratio is 0.33)

@@ -30,11 +30,11 @@ log=/tmp/session.log
 
 plan() {  # the runs, in priority order; each resumes what an earlier call left
   # The card names the runs (an H100 may come where an H200 was asked for; its runs are its own).
-  local card
-  card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]\{3\}' \
-    | tr 'H' 'h')
+  local gpu card
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  card=$(grep -o 'H[0-9]\{3\}' <<< "$gpu" | tr 'H' 'h')
   local R=/tmp/runs N=${card:-h200}-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
-  echo "[device_call] card: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
   local steps=" ${STEPS:-q0.5 arrivals tune agentic2} "  # main, relaunch: done (results/gpu)
