@@ -19,7 +19,9 @@ Timeline of a point (all times ``time.monotonic()``, the clock the simulator als
 
 A first use stalls a fresh server: SGLang with FlashInfer compiles a kernel (its cascade module)
 the first time a prefill hits the prefix cache, and no request gets a token for seconds. The
-warmup waits that out instead of measuring it (:meth:`_Point.answering`).
+warmup waits that out instead of measuring it (:meth:`_Point.answering`); a compile set off
+inside the window by a later first hit is caught after the point (specbench.run.verdicts.stalled)
+and the point measured again.
 
 The per-chunk hot path is one clock read and two list appends (the raw bytes and their
 arrival time). Streams are parsed by :mod:`specbench.load.protocols` after the point is over,

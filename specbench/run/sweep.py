@@ -364,6 +364,15 @@ class Sweep:
         self.console.print(
             f"thresholds from the measured crossovers (batch size): {shown}; {mixed}"
         )
+        plain = [n for n in names if not (found["prompt_sets"][n].get("one_server") or {})
+                 .get("threshold_batch_size")]
+        if plain:  # a real H200 run's dynamic server ran as a slow plain server above it
+            self.console.print(
+                f"[yellow]note:[/] {', '.join(plain)}: the threshold is the plain server's "
+                "crossover (no zero-step curve); above it the dynamic server runs its zero-step "
+                "path, slower than a plain server; add zero-step to --modes for the one-server "
+                "threshold"
+            )
         value = int(recommended) if recommended is not None else None
         return ThresholdRecord(value=value, source="auto", per_prompt_set=per_set)
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from specbench import metrics, prompts
 from specbench.errors import ConfigError
 from specbench.load import runner
@@ -73,17 +75,24 @@ def failed_requests(result: runner.PointResult) -> str | None:
             f"measurement; the server said {quote}")
 
 
-def stalled(result: runner.PointResult) -> str | None:
-    """Why a window measured nothing although the server was working on requests, or None.
+# A window is a stall's when no request in flight got a token for this share of it: a decode
+# step takes milliseconds and a prefill chunk under a second, so only a server doing something
+# else (compiling) stays silent that long with requests running.
+STALL_SHARE = 0.5
 
-    No token reached any request in the window while the server's own gauge counted running
-    requests: the server was busy elsewhere, as SGLang is while it compiles a kernel on first
-    use (FlashInfer's cascade module at the first prefix-cache hit: 8-9 s on an H200). That
-    is a warmup that ended too soon, not a broken server.
+
+def stalled(result: runner.PointResult) -> str | None:
+    """Why a window measured a stall rather than the server, or None.
+
+    For half the window or more, no token reached any request in flight while the server's own
+    gauge counted running requests: the server was busy elsewhere, as SGLang is while it
+    compiles a kernel on first use (FlashInfer's cascade module at the first prefix-cache hit:
+    8-10 s on an H200). The compile can start inside the window, at the first request that hits
+    the cache after the warmup's (a real c=1 window held one request and then 4.5 s of nothing).
+    That is a warmup that ended too soon, not a broken server.
     """
     records, start, end = result.records, result.window_start, result.window_end
-    if not records or any(metrics.window_tokens(r.chunk_t, r.chunk_tokens, start, end) > 0
-                          for r in records):
+    if not records or end <= start:
         return None
     running = [s.values.get("sglang:num_running_reqs", 0.0) for s in result.gauges]
     for snap in (result.metrics_before, result.metrics_after):
@@ -91,13 +100,33 @@ def stalled(result: runner.PointResult) -> str | None:
             running.append(snap.values.get("sglang:num_running_reqs", 0.0))
     if max(running, default=0.0) <= 0:
         return None
-    # The stall began at the last token any request got (or at the oldest request's send).
-    last = [float(r.chunk_t[-1]) for r in records if len(r.chunk_t)]
-    since = max(last) if last else min(r.t_send for r in records)
+    window_s = end - start
+    gap_s, since = _longest_silence(records, start, end, STALL_SHARE * window_s)
+    if gap_s <= 0:
+        return None
+    whole = "the whole" if gap_s >= window_s - 1e-9 else "of the"
     return (f"the server sent no token to any of {len(records)} requests for "
-            f"{end - since:.1f} s (the whole {result.window_wall_s:.1f}-s window) while it "
-            f"counted up to {max(running):.0f} running requests: a stall, such as a kernel "
-            "compiled on first use")
+            f"{gap_s:.1f} s ({whole} {result.window_wall_s:.1f}-s window, from "
+            f"{since - start:+.1f} s) while it counted up to {max(running):.0f} running "
+            "requests: a stall, such as a kernel compiled on first use")
+
+
+def _longest_silence(
+    records: list[Any], start: float, end: float, min_s: float
+) -> tuple[float, float]:
+    """(seconds, start) of the longest stretch of the window, at least `min_s` long, in which
+    requests were in flight and none of them got a token; (0, start) if there is none."""
+    inside = [r.chunk_t[(r.chunk_t > start) & (r.chunk_t < end)] for r in records]
+    marks = np.unique(np.concatenate([[start, end], *inside]))
+    gaps = np.diff(marks)
+    best, best_from = 0.0, start
+    for i in np.flatnonzero(gaps >= min_s):  # a few at most: checked one by one
+        a, b = float(marks[i]), float(marks[i + 1])
+        for r in records:  # the part of the gap this request was in flight
+            lo, hi = max(a, r.t_send), min(b, r.t_end)
+            if hi - lo >= min_s and hi - lo > best:
+                best, best_from = hi - lo, lo
+    return best, best_from
 
 
 def check_context(info: dict[str, Any], sets: dict[str, prompts.PromptSet]) -> None:
