@@ -43,6 +43,7 @@ flagged (:mod:`specbench.metrics`).
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import resource
 import time
@@ -202,6 +203,10 @@ class _Point:
     def open_window(self, forced: bool = False, at: float | None = None) -> None:
         if self.window_start is not None or self.closing.is_set():
             return
+        # What exists now (prompts, the warmup's flights) is kept out of the window's garbage
+        # collections: an open loop's warmup leaves more of it, and traversing it put the open
+        # loop's CPU per chunk 11% above the closed loop's at 1,024 in flight (benchmarks/).
+        gc.freeze()
         self.window_start = time.monotonic() if at is None else at
         self.cpu_start = time.process_time()
         self.window_forced_open = forced
@@ -223,6 +228,7 @@ class _Point:
             self.cpu_start = time.process_time()
         self.window_end = now
         self.cpu_end = time.process_time()
+        gc.unfreeze()  # collectable again once the point lets go of it
         self.end_reason = reason
         self.closing.set()
 
