@@ -75,21 +75,24 @@ def failed_requests(result: runner.PointResult) -> str | None:
             f"measurement; the server said {quote}")
 
 
-# A window is a stall's when no request in flight got a token for this share of it: a decode
-# step takes milliseconds and a prefill chunk under a second, so only a server doing something
-# else (compiling) stays silent that long with requests running.
+# A window is a stall's when no request in flight got a token for this share of it, and for
+# this many of the point's median times to first token: a decode step takes milliseconds, and
+# a point whose prefills are long (long contexts) has long first tokens everywhere, so only a
+# server doing something else (compiling) stays silent that long with requests running.
 STALL_SHARE = 0.5
+STALL_TTFTS = 5.0
 
 
 def stalled(result: runner.PointResult) -> str | None:
     """Why a window measured a stall rather than the server, or None.
 
-    For half the window or more, no token reached any request in flight while the server's own
-    gauge counted running requests: the server was busy elsewhere, as SGLang is while it
-    compiles a kernel on first use (FlashInfer's cascade module at the first prefix-cache hit:
-    8-10 s on an H200). The compile can start inside the window, at the first request that hits
-    the cache after the warmup's (a real c=1 window held one request and then 4.5 s of nothing).
-    That is a warmup that ended too soon, not a broken server.
+    For half the window or more (and five of the point's median times to first token), no token
+    reached any request in flight while the server's own gauge counted running requests: the
+    server was busy elsewhere, as SGLang is while it compiles a kernel on first use
+    (FlashInfer's cascade module at the first prefix-cache hit: 8-10 s on an H200). The compile
+    can start inside the window, at the first request that hits the cache after the warmup's (a
+    real c=1 window held one request and then 4.5 s of nothing). That is a warmup that ended
+    too soon, not a broken server.
     """
     records, start, end = result.records, result.window_start, result.window_end
     if not records or end <= start:
@@ -101,7 +104,10 @@ def stalled(result: runner.PointResult) -> str | None:
     if max(running, default=0.0) <= 0:
         return None
     window_s = end - start
-    gap_s, since = _longest_silence(records, start, end, STALL_SHARE * window_s)
+    ttfts_s = [float(r.chunk_t[np.argmax(r.chunk_tokens > 0)]) - r.t_send
+               for r in records if len(r.chunk_tokens) and r.chunk_tokens[-1] > 0]
+    floor_s = STALL_TTFTS * float(np.median(ttfts_s)) if ttfts_s else 0.0
+    gap_s, since = _longest_silence(records, start, end, max(STALL_SHARE * window_s, floor_s))
     if gap_s <= 0:
         return None
     whole = "the whole" if gap_s >= window_s - 1e-9 else "of the"

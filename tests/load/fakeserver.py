@@ -52,6 +52,7 @@ class FakeOptions:
     # for pause_s before its first token, as SGLang does while FlashInfer compiles a kernel.
     pause_at: int | None = None
     pause_s: float = 0.0
+    prefill_s: float = 0.0  # every request waits this long for its first token (a long prompt)
     server_info: dict[str, Any] = field(default_factory=lambda: {
         "version": "fake", "max_running_requests": 256, "context_length": 65536,
         "served_model_name": "fake", "model_path": "fake"})  # a baseline SGLang's essentials
@@ -400,6 +401,7 @@ class FakeSGLang:
         self._running_changed(+1)
         if index == self.opts.pause_at:
             self._paused_until = time.monotonic() + self.opts.pause_s
+        await asyncio.sleep(self.opts.prefill_s)
         cap = fmt.max_tokens if fault != "endless" else self.opts.output_tokens  # ignores it
         steps = Cadence(min(self.opts.output_tokens, cap), self.opts.tokens_per_step)
         n, verify, total = 0, 0, steps.total

@@ -95,3 +95,17 @@ def test_a_stall_that_starts_inside_the_window_is_measured_again(tmp_path: Path)
     assert "sent no token" in said and "of the" in said, said
     assert "measuring it again" in out
     assert _summary(tmp_path / "res" / "run")["output_tok_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(LIMIT_S + 30)
+def test_long_prefills_are_not_a_stall(tmp_path: Path) -> None:
+    # Every request waits 1.2 s for its first token (a long prompt's prefill), more than half
+    # of the 2-s window: the silence is the point's ordinary time to first token, not a stall,
+    # and the point is measured once.
+    opts = FakeOptions(output_tokens=40, step_s=0.005, prefill_s=1.2)
+    with fake_in_thread(opts) as srv:
+        code, out, err = _sweep(tmp_path, srv.url, 1)
+    assert code == 0, out[-2000:] + err[-2000:]
+    record = results.read_manifest(tmp_path / "res" / "run").points["baseline/coding/c1-r0"]
+    assert record.status == "ok" and record.attempts == 1 and not record.errors, record
