@@ -104,8 +104,7 @@ def stalled(result: runner.PointResult) -> str | None:
     if max(running, default=0.0) <= 0:
         return None
     window_s = end - start
-    ttfts_s = [float(r.chunk_t[np.argmax(r.chunk_tokens > 0)]) - r.t_send
-               for r in records if len(r.chunk_tokens) and r.chunk_tokens[-1] > 0]
+    ttfts_s = [r.t_first_token - r.t_send for r in records if r.t_first_token is not None]
     floor_s = STALL_TTFTS * float(np.median(ttfts_s)) if ttfts_s else 0.0
     gap_s, since = _longest_silence(records, start, end, max(STALL_SHARE * window_s, floor_s))
     if gap_s <= 0:
