@@ -7,11 +7,14 @@ differently, fails here rather than in front of a user.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import lzma
 import math
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -253,3 +256,28 @@ def test_the_flashinfer_run_swept_its_cold_first_point_and_names_its_backend(
     assert speculative["accept_length"].notna().all()
     assert "Measured on 1x NVIDIA H200, SGLang 0.5.17, flashinfer attention." in (
         copy / "report.md").read_text()
+
+
+DEFLEN = _run("-flashinfer-deflen")
+
+
+def test_the_default_lengths_run_is_the_workload_its_script_writes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The real run at the default profile's output lengths (issue 37) sent the prompt file
+    `benchmarks/gpu/default_lengths.py` writes: the script, run again here, writes the file the
+    manifest hashed, and the report read again puts c* where the run's notes say (24.4)."""
+    manifest = json.loads((DEFLEN / "manifest.json").read_text())
+    script = RUNS.parents[1] / "benchmarks" / "gpu" / "default_lengths.py"
+    done = subprocess.run([sys.executable, str(script), "coding", "llama-3.1-8b-1xh200"],
+                          capture_output=True, check=True, cwd=RUNS.parents[1])
+    assert hashlib.sha256(done.stdout).hexdigest() == \
+        manifest["prompt_sets"]["coding-deflen"]["sha256"]
+    caps = [r["max_tokens"] for r in map(json.loads, done.stdout.decode().splitlines())
+            if isinstance(r["max_tokens"], int)]
+    assert 300 < sum(caps) / len(caps) < 360  # the default's 380-token mean, under the rows' caps
+    copy = _rerun(DEFLEN, tmp_path_factory)
+    crossing = json.loads((copy / "analysis.json").read_text())["prompt_sets"]["coding-deflen"]
+    assert crossing["outcome"] == "crossover"
+    assert crossing["crossover_concurrency"] == pytest.approx(24.4, abs=0.05)
+    assert crossing["interval"] == pytest.approx([22.9, 25.7], abs=0.05)

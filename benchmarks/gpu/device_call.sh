@@ -37,7 +37,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  local steps=" ${STEPS:-agentic2 tune} "  # main, relaunch, q0.5, arrivals: done (results/gpu)
+  local steps=" ${STEPS:-deflen tune} "  # main, relaunch, q0.5, arrivals, agentic2: done (results/gpu)
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
@@ -64,7 +64,16 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   [[ $steps == *" agentic2 "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-agentic2" "${M[@]}" \
     --plan dense --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
     --modes zero-step,dynamic --threshold 22 --prompts agentic --concurrency 16,32,64,128
-  # 6. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
+  # 6. The default's output lengths (issue 37): the coding set with each row's cap drawn from the
+  #    default profile's length law (330 tokens on average against the rows' 939; the
+  #    constructed models never stop early), baseline and EAGLE-3 around the default's c*.
+  if [[ $steps == *" deflen "* ]]; then
+    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
+    bash benchmarks/gpu/h200_sweep.sh "$R/$N-deflen" "${M[@]}" --plan dense --warmup-s 2 \
+      --window-s 8 --modes baseline,eagle3 --prompts /tmp/coding-deflen.jsonl \
+      --concurrency 8,16,24,32,48,64
+  fi
+  # 7. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
   #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
   [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \

@@ -184,6 +184,14 @@ def count_pieces(text: str, tokens_per_piece: float) -> int:
     return max(1, math.ceil(pre_tokenizer_pieces(text) * tokens_per_piece))
 
 
+def natural_output_tokens(z: float, mean_tokens: float, sigma: float) -> int:
+    """Where a request stops on its own (EOS) at the standard normal deviate `z`: log-normal
+    with mean `mean_tokens` (mu = ln(mean) - sigma^2/2), at most 16 means."""
+    mu = math.log(max(mean_tokens, 1.0)) - sigma * sigma / 2.0
+    natural = math.exp(mu + sigma * z)
+    return int(min(max(1, round(natural)), 16 * mean_tokens + 1))
+
+
 @dataclass(frozen=True)
 class RequestTraits:
     """Everything the simulator decides about one request, from its prompt alone."""
@@ -257,11 +265,8 @@ class TraitModel:
                 if out_mean is not None:
                     mean_len = out_mean
                 break
-        sigma = w.output_tokens_sigma
-        # Log-normal with the requested mean: mu = ln(mean) - sigma^2/2.
-        mu = math.log(max(mean_len, 1.0)) - sigma * sigma / 2.0
-        natural = math.exp(mu + sigma * _NORMAL.inv_cdf(u_len))
-        natural_tokens = int(min(max(1, round(natural)), 16 * mean_len + 1))
+        natural_tokens = natural_output_tokens(
+            _NORMAL.inv_cdf(u_len), mean_len, w.output_tokens_sigma)
         alpha = mean_alpha + w.alpha_jitter_sd * _NORMAL.inv_cdf(u_alpha)
         alpha = min(w.alpha_max, max(w.alpha_min, alpha))
         return RequestTraits(
