@@ -37,7 +37,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  local steps=" ${STEPS:-deflen tune} "  # main, relaunch, q0.5, arrivals, agentic2: done (results/gpu)
+  local steps=" ${STEPS:-fisteps tune} "  # main, relaunch, q0.5, arrivals, agentic2, deflen: done
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
@@ -73,7 +73,13 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
       --window-s 8 --modes baseline,eagle3 --prompts /tmp/coding-deflen.jsonl \
       --concurrency 8,16,24,32,48,64
   fi
-  # 7. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
+  # 7. One step at a time (issue 37): the prefill forwards' cost at load, which 40-step intervals
+  #    over-read (fit_profile.py --steps-run); coding with the rows' own caps, so the deflen run
+  #    stays held out.
+  [[ $steps == *" fisteps "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-steps" "${M[@]}" \
+    --plan dense --warmup-s 2 --window-s 8 --modes baseline,eagle3 --prompts coding \
+    --concurrency 4,16,32,64 --server-arg "--decode-log-interval 1"
+  # 8. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
   #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
   [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \
