@@ -8,9 +8,10 @@ two answer the same workload (issue 37: the default sweep's c* against a real se
 
     python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
 
-Draws use the simulator's own law (`natural_output_tokens`: the mean per rule or kind of prompt,
-sigma, the 16x-mean cap), each seeded by the row id and turn, not by the simulator's digest of
-the rendered text: the distribution is the same, and the file needs no server's rendering.
+Draws use the simulator's own law (`TraitModel.kind`'s mean per rule or kind of prompt,
+`natural_output_tokens`' sigma and 16x-mean cap), each seeded by the row id and turn, not by
+the simulator's digest of the rendered text: the distribution is the same, and the file needs
+no server's rendering.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import sys
 
 from specbench.prompts import load_prompt_set
 from specbench.sim.profile import load_profile
-from specbench.sim.workload import natural_output_tokens
+from specbench.sim.workload import TraitModel, natural_output_tokens
 
 
 def main() -> int:
@@ -33,36 +33,26 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     workload = load_profile(args.profile).workload
+    kinds = TraitModel(workload, args.seed)
     prompt_set = load_prompt_set(args.prompt_set)
-    rules = [(re.compile(r.pattern), r.output_tokens_mean) for r in workload.rules]
-    kept = capped = 0
+    capped = 0
     for line in prompt_set.path.read_text().splitlines():
         if not line.strip():
             continue
         row = json.loads(line)
-        agentic = row.get("workload") == "agentic" or "tools" in row
-        mean = (workload.agentic_output_tokens_mean if agentic
-                else workload.coding_output_tokens_mean)
         text = "\n".join(str(m.get("content") or "") for m in row.get("messages", []))
-        for pattern, rule_mean in rules:
-            if pattern.search(text):
-                mean = rule_mean if rule_mean is not None else mean
-                break
+        _, _, mean = kinds.kind(text, agentic=row.get("workload") == "agentic" or "tools" in row)
         multiturn = isinstance(row.get("max_tokens"), list)  # one cap per user turn
         caps = row["max_tokens"] if multiturn else [row.get("max_tokens", 0)]
         new_caps = []
         for turn, cap in enumerate(caps):
             rng = random.Random(f"{args.seed}\x00{row['id']}\x00{turn}")
             draw = natural_output_tokens(rng.gauss(0.0, 1.0), mean, workload.output_tokens_sigma)
-            if cap and draw >= cap:
-                capped += 1
-                new_caps.append(cap)
-            else:
-                kept += 1
-                new_caps.append(draw)
+            capped += bool(cap) and draw >= cap
+            new_caps.append(min(draw, cap) if cap else draw)
         row["max_tokens"] = new_caps if multiturn else new_caps[0]
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{kept} requests at the drawn length, {capped} at their row's cap", file=sys.stderr)
+    print(f"{capped} requests at their row's cap, the rest at the drawn length", file=sys.stderr)
     return 0
 
 

@@ -235,6 +235,25 @@ class TraitModel:
             return count_pieces(text, w.prompt_tokens_per_piece)
         return count_tokens(text, w.prompt_chars_per_token)
 
+    def kind(self, text: str, *, agentic: bool) -> tuple[str, float, float]:
+        """(category, mean alpha, mean natural output tokens) of a prompt: the first
+        [acceptance] rule whose regex is found in `text`, else the prompt kind's defaults."""
+        w = self.workload
+        category, mean_alpha, mean_len = "default", w.default_alpha, w.coding_output_tokens_mean
+        if agentic:
+            category, mean_alpha, mean_len = (
+                "agentic",
+                w.agentic_alpha,
+                w.agentic_output_tokens_mean,
+            )
+        for pattern, name, alpha, out_mean in self._rules:
+            if pattern.search(text):
+                category, mean_alpha = name, alpha
+                if out_mean is not None:
+                    mean_len = out_mean
+                break
+        return category, mean_alpha, mean_len
+
     def traits(
         self,
         text: str,
@@ -252,19 +271,7 @@ class TraitModel:
             (int.from_bytes(digest[i : i + 8], "big") + 0.5) / 2.0**64 for i in (0, 8, 16)
         )
         w = self.workload
-        category, mean_alpha, mean_len = "default", w.default_alpha, w.coding_output_tokens_mean
-        if agentic:
-            category, mean_alpha, mean_len = (
-                "agentic",
-                w.agentic_alpha,
-                w.agentic_output_tokens_mean,
-            )
-        for pattern, name, alpha, out_mean in self._rules:
-            if pattern.search(text):
-                category, mean_alpha = name, alpha
-                if out_mean is not None:
-                    mean_len = out_mean
-                break
+        category, mean_alpha, mean_len = self.kind(text, agentic=agentic)
         natural_tokens = natural_output_tokens(
             _NORMAL.inv_cdf(u_len), mean_len, w.output_tokens_sigma)
         alpha = mean_alpha + w.alpha_jitter_sd * _NORMAL.inv_cdf(u_alpha)
