@@ -13,6 +13,8 @@
 # once when one returns: 30 s later the machine and everything on it are gone (stop 36 lost its
 # third call's machine that way), and this script then starts over from the carried runs.tar.xz.
 #
+# A partial run committed under results/gpu/ resumes when it is carried as the runs archive:
+#   tar cJf KIT/runs.tar.xz -C results/gpu --transform 's,^,runs/,' RUN_NAME
 # - On a bare machine (no /tmp/sb/started): unpack SGLang (the kit's run-sglang.sh), build the
 #   constructed 8B pair, restore runs.tar.xz and kernel-cache.tar.xz if carried, and start
 #   PLAN (default: this script's `plan` below) under setsid, so it outlives the call.
@@ -37,7 +39,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  local steps=" ${STEPS:-fisteps tune} "  # main, relaunch, q0.5, arrivals, agentic2, deflen: done
+  local steps=" ${STEPS:-tune} "  # main, relaunch, q0.5, arrivals, agentic2, deflen, fisteps: done
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
