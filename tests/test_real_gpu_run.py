@@ -309,3 +309,12 @@ def test_one_step_at_a_time_the_flashinfer_prefill_forwards_cost_no_overhead() -
     assert all(int(r[4]) >= 8 and float(r[6]) < float(r[7]) for r in rows), rows
     manifest = json.loads((H100_STEPS / "manifest.json").read_text())
     assert "H100" in json.dumps(manifest["fingerprint"])
+
+
+def test_a_narrow_crossover_interval_reads_as_two_numbers(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Paired requests put the H100 run's c* in [26.6, 27.5]: whole numbers would print the
+    interval as "27–27", so the sentence gives it one decimal."""
+    report = (_rerun(H100_STEPS, tmp_path_factory) / "report.md").read_text()
+    assert "below 27 concurrent requests (coding; 95% interval 26.6–27.5)" in report
+    assert "27–27" not in report

@@ -17,6 +17,15 @@ def c_words(value: float) -> str:
     return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}".rstrip("0").rstrip(".")
 
 
+def interval_words(lo: float, hi: float) -> str:
+    """A 95% interval of concurrency for a sentence; one decimal where whole numbers would show
+    a narrow interval as one number ("27–27")."""
+    if c_words(lo) != c_words(hi):
+        return f"{c_words(lo)}–{c_words(hi)}"
+    digits = 1 if f"{lo:.1f}" != f"{hi:.1f}" else 2
+    return f"{lo:.{digits}f}–{hi:.{digits}f}"
+
+
 def _grid(levels: list[int]) -> str:
     return f"{levels[0]}–{levels[-1]}" if len(levels) > 1 else f"{levels[0]}"
 
@@ -28,7 +37,7 @@ def plain_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
     if outcome == "crossover":
         lo, hi = out["interval"]
         return (f"EAGLE-3 wins below {c_words(out['crossover_concurrency'])} concurrent requests "
-                f"({prompt_set}; 95% interval {c_words(lo)}–{c_words(hi)})")
+                f"({prompt_set}; 95% interval {interval_words(lo, hi)})")
     if outcome == "eagle3_never_wins":
         return (f"EAGLE-3 never wins ({prompt_set}): the baseline is faster at every measured "
                 f"level ({_grid(levels)} concurrent requests)")
@@ -42,7 +51,7 @@ def one_server_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
     if outcome == "crossover":
         lo, hi = out["interval"]
         return (f"EAGLE-3 beats its zero-step path below {c_words(out['crossover_concurrency'])} "
-                f"concurrent requests ({prompt_set}; 95% interval {c_words(lo)}–{c_words(hi)})")
+                f"concurrent requests ({prompt_set}; 95% interval {interval_words(lo, hi)})")
     if outcome == "eagle3_never_wins":
         return (f"the zero-step path is as fast as EAGLE-3 or faster at every measured level "
                 f"({prompt_set}; {_grid(out['levels'])} concurrent requests)")
@@ -97,7 +106,7 @@ def set_sentence(entry: Mapping[str, Any]) -> str:
 
 def _interval(d: Mapping[str, Any]) -> str:
     lo, hi = d["interval"]
-    return f"95% interval {c_words(lo)}–{c_words(hi)}"
+    return f"95% interval {interval_words(lo, hi)}"
 
 
 def one_server_finding(prompt_set: str, entry: Mapping[str, Any]) -> str:
