@@ -39,7 +39,10 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  local steps=" ${STEPS:-tune} "  # main, relaunch, q0.5, arrivals, agentic2, deflen, fisteps: done
+  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps (H100). Left: fisteps
+  # on the profile's card (an H200), and tune (resumed on an H100, begun afresh on an H200).
+  local default_steps="tune"; [[ $card == h200 ]] && default_steps="fisteps tune"
+  local steps=" ${STEPS:-$default_steps} "
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
