@@ -35,8 +35,9 @@ TIME_SCALE = {1: 4.0, 16: 4.0, 64: 4.0, 250: 2.0}
 # (warmup, window) in model seconds. The client's event-loop backlog at the two window edges
 # can move the count by about 2 x lag / wall window; at c = 250 on a busy 2-core machine the
 # p99 lag reaches ~10 ms, so that window gets 6 s of wall time to stay well inside 1 %. At
-# c = 64 a 1 s wall window missed by 1.1 % on CI's loaded machine (EAGLE-3, completions): 2 s.
-WARMUP_WINDOW_MODEL_S = {1: (2.0, 4.0), 16: (2.0, 4.0), 64: (2.0, 8.0), 250: (4.0, 12.0)}
+# c = 64 a 1 s wall window missed by 1.1 % on CI's loaded machine (EAGLE-3, completions), and
+# a 2 s one by 1.2 % (baseline, sglang-native, a fresh clone's CI on this shared machine): 4 s.
+WARMUP_WINDOW_MODEL_S = {1: (2.0, 4.0), 16: (2.0, 4.0), 64: (2.0, 16.0), 250: (4.0, 12.0)}
 PROTOCOLS = ("openai-chat", "openai-completions", "sglang-native")
 
 pytestmark = pytest.mark.slow
