@@ -50,9 +50,9 @@ def _measure(url: str, concurrency: int, delay_us: float = 0.0) -> dict[str, obj
 def test_a_planted_slow_client_is_flagged_client_bound(tmp_path: Path) -> None:
     with sim_server("baseline", tmp_path, max_running_requests=256, time_scale=TIME_SCALE) as sim:
         clean = _measure(sim.base_url, 128)
-        # 5 ms of CPU per read costs about 70% of the throughput; 2 ms cost only 19-26%, too
-        # close to the 20% this test asks for on a busy 2-core runner.
-        slow = _measure(sim.base_url, 128, delay_us=5000.0)
+        # 2 ms of CPU per read cost only 19-26% of the throughput, and 5 ms 14-20% on two
+        # fresh-clone CIs of a busy 2-core machine: too close to the 20% this test asks for.
+        slow = _measure(sim.base_url, 128, delay_us=10000.0)
     assert "client_bound" not in str(clean["flags"]).split(";")
     assert "client_bound" in str(slow["flags"]).split(";")
     # The planted slowdown really cost throughput: the flag is not a false alarm.
