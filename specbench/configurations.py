@@ -12,9 +12,9 @@ steps, whether drafting is switched by batch size), named so that its points lan
 
 More are spelled by name, so adding one to a sweep is data, not code: `eagle3-k<K>` (static
 EAGLE-3 at K steps), `dynamic-t<T>` (the dynamic server at a fixed T), `zero-step` (every batch
-at steps 0: SGLang's no-drafting path, which is not a plain server), `sglang-default` (bare
-`--speculative-adaptive`: SGLang's built-in EMA schedule) and `tuned` (a per-batch-size steps
-schedule chosen from the measured static curves).
+at steps 0: SGLang's no-drafting path, which is not a plain server), `sglang-default`
+(`--speculative-adaptive` without a config: SGLang's built-in EMA schedule) and `tuned` (a
+per-batch-size steps schedule chosen from the measured static curves).
 
 A dynamic server's adaptive JSON is a :class:`Schedule`: batch-size slots, each with a single
 candidate step count, so SGLang's EMA policy has nothing to move and the steps are a pure
@@ -52,9 +52,13 @@ TUNE_NAMES: tuple[str, ...] = (
     "sglang-default",
     "tuned",
 )
-# What bare `--speculative-adaptive` resolves to: the middle of the sorted union of its
-# built-in candidates [0, 1, 3, 5, 7] (SGLang 0.5.23, _init_adaptive_speculative_params).
-SGLANG_DEFAULT_ADAPTIVE_STEPS = 3
+# The K `sglang-default` launches at: the largest of SGLang's built-in adaptive candidates
+# ([0, 1, 3, 5, 7] in 0.5.23, [0, 1, 3, 7] in 0.5.17). Bare `--speculative-adaptive` starts at
+# the middle one, 3, and on 0.5.17 does not start at all: its CUDA graphs' shared logits buffer
+# is sized by the launch's K, too small for the graphs of K = 7 (an H100 run, results/gpu/
+# README.md). Each slot's EMA moves from its starting K to the same steps within ~25 verifies
+# (a slot starts at the launch's K where it is a candidate, else at its middle candidate).
+SGLANG_DEFAULT_LAUNCH_STEPS = 7
 # Named configurations that are not spelled with a number.
 _NAMED: dict[str, tuple[Kind, int | None, Adaptive | None]] = {
     "baseline": ("baseline", None, None),

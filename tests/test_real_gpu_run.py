@@ -181,8 +181,8 @@ def test_a_run_without_a_baseline_reports_its_missing_grid_in_one_line(
     "h200-sglang-0.5.17-llama8b-shape-q0.3-coding-steps",
     "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-c4",
     "h200-sglang-0.5.17-llama8b-shape-q0.3-coding-small",
-    # (the H100 coding-steps run: test_a_narrow_crossover_interval_reads_as_two_numbers)
-    "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-tune",  # partial: 24 of 84 points
+    # (the H100 runs: test_a_narrow_crossover_interval_reads_as_two_numbers and
+    # test_the_partial_real_tune_run_picks_a_schedule)
 ])
 def test_the_other_real_runs_report(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     copy = _rerun(RUNS / name, tmp_path_factory)
@@ -318,3 +318,19 @@ def test_a_narrow_crossover_interval_reads_as_two_numbers(
     report = (_rerun(H100_STEPS, tmp_path_factory) / "report.md").read_text()
     assert "below 27 concurrent requests (coding; 95% interval 26.6–27.5)" in report
     assert "27–27" not in report
+
+
+def test_the_partial_real_tune_run_picks_a_schedule(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Issue 40's tune run, committed partial (60 of 84 points: every static K and zero-step,
+    not yet SGLang's default or the tuned server): K = 3 wins every coding level; the agentic
+    schedule takes K = 5 only where the durations of the same requests favour it (c = 32)."""
+    copy = _rerun(RUNS / "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-tune", tmp_path_factory)
+    sets = json.loads((copy / "analysis.json").read_text())["prompt_sets"]
+    coding, agentic = sets["coding"]["schedule"], sets["agentic"]["schedule"]
+    assert set(coding["candidates"]) == {"0", "1", "2", "3", "5"}
+    assert coding["slots"] == {"1": 3} and set(coding["per_level"].values()) == {3}
+    assert agentic["slots"] == {"1": 3, "25": 5, "44": 3}
+    assert coding["vs_sglang_default"] == {} and coding["efficiency"] == {}
+    assert "Tuned schedule (batch size → steps): 1→3, 25→5, 44→3" in (
+        copy / "report.md").read_text()

@@ -50,9 +50,9 @@ def build_argv(
 ) -> list[str]:
     """SGLang flags (without the program) for one configuration (or its name).
 
-    A dynamic server with a `schedule` launches at the schedule's largest step count; SGLang's
-    default schedule (`sglang-default`) gets no steps at all, so SGLang picks them from its
-    built-in candidates as a user of bare `--speculative-adaptive` would get.
+    A dynamic server launches at its schedule's largest step count, SGLang's default schedule
+    (`sglang-default`, no adaptive config) at the largest of SGLang's built-in candidates
+    (configurations.SGLANG_DEFAULT_LAUNCH_STEPS says why).
     """
     spec = _configuration(config)
     argv = [
@@ -79,12 +79,20 @@ def build_argv(
             "--speculative-draft-model-path",
             server.draft_model_path,
         ]
-        if spec.adaptive != "default":
-            k = schedule.launch_steps if schedule else spec.num_steps(server.speculative_num_steps)
-            argv += ["--speculative-num-steps", str(k)]
-        argv += ["--speculative-eagle-topk", "1"]
-        if spec.adaptive != "default":
-            argv += ["--speculative-num-draft-tokens", str(k + 1)]
+        if spec.adaptive == "default":
+            k = configurations.SGLANG_DEFAULT_LAUNCH_STEPS
+        elif schedule:
+            k = schedule.launch_steps
+        else:
+            k = spec.num_steps(server.speculative_num_steps)
+        argv += [
+            "--speculative-num-steps",
+            str(k),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(k + 1),
+        ]
     if spec.kind == "dynamic":
         argv.append("--speculative-adaptive")
         if spec.adaptive != "default":

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.config import SweepConfig
-from specbench.configurations import SGLANG_DEFAULT_ADAPTIVE_STEPS, Schedule, ServerConfiguration
+from specbench.configurations import SGLANG_DEFAULT_LAUNCH_STEPS, Schedule, ServerConfiguration
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info, versions
 from specbench.engines.process import ServerProcess, ServerStartError, http_get
@@ -189,7 +189,7 @@ def verify(server: Server, cfg: SweepConfig, *, launched: bool) -> None:
     if schedule is not None:
         steps = schedule.launch_steps
     elif config.adaptive == "default":
-        steps = SGLANG_DEFAULT_ADAPTIVE_STEPS
+        steps = SGLANG_DEFAULT_LAUNCH_STEPS
     expected = server_info.Expected(
         mode=config.kind,
         speculative_num_steps=steps,

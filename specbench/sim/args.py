@@ -441,6 +441,8 @@ def _resolve_speculative(
                 "You can override this by explicitly setting --max-running-requests.",
             )
         )
+    if slots is not None and steps is not None:
+        _check_logits_buffer(ns, steps, slots, max_running, profile)
     # 3. Auto choice when nothing is given (only static gets here: adaptive has chosen).
     if steps is None:
         steps, topk, draft_tokens = _auto_choice(profile, topk, draft_tokens, log)
@@ -510,6 +512,32 @@ def _adaptive_initial_steps(steps: int | None, slots: tuple[SlotConfig, ...]) ->
             f"candidate_steps {union}",
         )
     return steps
+
+
+def _check_logits_buffer(
+    ns: argparse.Namespace,
+    steps: int,
+    slots: tuple[SlotConfig, ...],
+    max_running: int,
+    profile: Profile,
+) -> None:
+    """SGLang 0.5.17 sizes the CUDA graphs' shared logits buffer by the launch's K + 1 rows per
+    request, then builds a graph for every adaptive candidate: a candidate above the launch's K
+    fails the start-up (seen on an H100 with bare --speculative-adaptive: candidates up to 7,
+    K 3). 0.5.23 counts the candidates (ModelRunner.max_decode_logits_rows)."""
+    largest = max(s for slot in slots for s in slot.candidate_steps)
+    if ns.sim_sglang_version != "0.5.17" or largest <= steps or ns.disable_cuda_graph:
+        return
+    graph_bs = max(ns.cuda_graph_bs_decode) if ns.cuda_graph_bs_decode else max_running
+    raise StartupError(
+        1,
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "sglang/srt/model_executor/graph_shared_output.py", line 56, in '
+        "get_logits_buffer  [simulated by specbench.sim: SGLang 0.5.17 sizes this buffer by "
+        "--speculative-num-steps; launch at the largest adaptive candidate]",
+        f"AssertionError: shared logits buffer holds {graph_bs * (steps + 1)} rows but caller "
+        f"needs {graph_bs * (largest + 1)} (vocab_size={profile.vocab_size})",
+    )
 
 
 def _auto_choice(

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from specbench.config import ServerConfig
+from specbench.engines.argv import build_argv
 from specbench.sim.adaptive import load_adaptive_config
 from specbench.sim.args import StartupError, build_parser, resolve
 from specbench.sim.costmodel import load_profile
@@ -305,3 +307,30 @@ def test_token_counts_and_serving_flags_read_like_sglang() -> None:
     assert plain.api_key is None and not plain.allow_auto_truncate
     bad = run_sim("--model-path", "m", "--context-length", "1.5Ki")
     assert bad.returncode == 2 and "Decimals are not allowed with IEC suffixes" in bad.stderr
+
+
+def test_sglang_0_5_17_does_not_start_bare_adaptive_under_cuda_graphs() -> None:
+    # Seen on an H100 (results/gpu/h100-...-flashinfer-tune, servers/sglang-default.log.xz):
+    # launched at K = 3, the graphs of the built-in candidate 7 need twice the logits rows.
+    bare = [*EAGLE, "--speculative-adaptive", "--max-running-requests", "128"]
+    with pytest.raises(StartupError) as err:
+        settings(*bare, "--sim-sglang-version", "0.5.17")
+    assert err.value.exit_code == 1
+    assert err.value.lines[-1] == (
+        "AssertionError: shared logits buffer holds 512 rows but caller needs 1024 "
+        f"(vocab_size={load_profile().vocab_size})"
+    )
+    assert settings(*bare, "--sim-sglang-version", "0.5.17", "--disable-cuda-graph")
+    assert settings(*bare).speculative_num_steps == 3  # 0.5.23 counts the candidates
+
+
+def test_sglang_default_launches_where_0_5_17_starts() -> None:
+    server = ServerConfig(model_path="m", draft_model_path="d")
+    argv = build_argv("sglang-default", server, port=30000, max_running_requests=128)
+    for version in ("0.5.17", "0.5.23"):
+        ns = build_parser().parse_args([*argv, "--sim-sglang-version", version])
+        s = resolve(ns, load_profile(), env={})
+        assert s.speculative_num_steps == 7 and s.speculative_num_draft_tokens == 8
+        assert s.speculative_adaptive and s.speculative_adaptive_config is None
+        assert s.adaptive_slots[0].candidate_steps == ((1, 3, 7) if version == "0.5.17"
+                                                       else (1, 3, 5, 7))
