@@ -40,9 +40,10 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps (H100). Left: fisteps
-  # on the profile's card (an H200), and tune (resumed on an H100, begun afresh on an H200).
-  local default_steps="tune"; [[ $card == h200 ]] && default_steps="fisteps tune"
+  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps (H100); tune to 60 of
+  # 84 points (H100). Left: tune's SGLang default and tuned servers (resumed on an H100, begun
+  # afresh on an H200), nograph on an H100, fisteps on the profile's card (an H200).
+  local default_steps="tune nograph"; [[ $card == h200 ]] && default_steps="fisteps tune"
   local steps=" ${STEPS:-$default_steps} "
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
@@ -85,6 +86,13 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   [[ $steps == *" fisteps "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-steps" "${M[@]}" \
     --plan dense --warmup-s 2 --window-s 8 --modes baseline,eagle3 --prompts coding \
     --concurrency 4,16,32,64 --server-arg "--decode-log-interval 1"
+  # 7b. EAGLE-3's verify without CUDA graphs (issue 37): under graphs FlashInfer's verify tiles
+  #     128 query rows for the 16 a request fills (benchmarks/README.md); without them the tile
+  #     fits the rows. If the concave growth of EAGLE-3's step from 16 to 64 running is the
+  #     tile, these steps fall below the fisteps run's (same card, same requests).
+  [[ $steps == *" nograph "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-steps-nograph" \
+    "${M[@]}" --plan dense --warmup-s 2 --window-s 8 --modes eagle3 --prompts coding \
+    --concurrency 16,32,64 --server-arg "--decode-log-interval 1" --server-arg "--disable-cuda-graph"
   # 8. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
   #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
