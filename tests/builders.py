@@ -119,6 +119,7 @@ def make_run(
     window_s: float = 10.0,
     n_requests: int = 24,
     accept_length: float = 3.0,
+    accept_lengths: Mapping[str, float] | None = None,
     flags: Mapping[tuple[str, str, int], str] | None = None,
     threshold: int | None = None,
     se_rel: float | None = None,
@@ -132,6 +133,8 @@ def make_run(
     so a single repeat carries no measure of its noise. se_rel sets the batch-means standard
     error (output_tok_s_se, 10 slices with lag-1 autocorrelation slice_lag1; -0.1 is what
     independent slices give on average). `tuned` is the manifest's tuned schedules per set.
+    accept_lengths: tokens per verify by configuration where it is not accept_length (category
+    b accepts one less either way).
     paired_noise writes what request pairing needs: request k is prompt k in every
     configuration, with a duration (send to last token) of that prompt's work over the point's
     tok/s per user, times 1 + paired_noise x a standard normal of its own, and tokens inside the
@@ -157,7 +160,8 @@ def make_run(
                 spec = mode != "baseline"
                 # Category b accepts less, as agentic tool calls do.
                 category = np.where(np.arange(n_requests) % 2 == 0, "a", "b")
-                accept = np.where(category == "a", accept_length, accept_length - 1.0)
+                mode_accept = (accept_lengths or {}).get(mode, accept_length)
+                accept = np.where(category == "a", mode_accept, mode_accept - 1.0)
                 t_send_s = np.linspace(-1.0, window_s - 2.0, n_requests)
                 t_end_s = t_send_s + 1.0
                 ids: list[Any] = [f"r{i}" for i in range(n_requests)]
@@ -192,7 +196,7 @@ def make_run(
                     "ttft_ms_p50": 20.0 + c, "ttft_ms_p99": 40.0 + 2 * c,
                     "itl_ms_p50": (5.0 if spec else 8.0) + 0.05 * c,
                     "itl_ms_p99": (9.0 if spec else 12.0) + 0.1 * c,
-                    "e2e_ms_p50": 1000.0, "accept_length": accept_length if spec else None,
+                    "e2e_ms_p50": 1000.0, "accept_length": mode_accept if spec else None,
                     "server_output_tok_s": float(tok_s), "server_running_reqs_mean": run_c,
                     "flags": (flags or {}).get((mode, prompt_set, c), ""),
                 }

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from specbench import analysis, stats
 from specbench.analysis import AnalysisError, analyze, threshold_levels
 from specbench.errors import UserError
+from specbench.report.document import level_rows
 from specbench.results import load_run
 from tests.builders import (
     GRID,
@@ -564,6 +565,18 @@ def test_schedule_efficiency_and_sglang_default(tmp_path: Path) -> None:
     text = analysis.threshold_summary(run)
     assert "tuned schedule (batch size: steps) {'1': 5, '8': 3, '30': 2, '104': 0}" in text
     assert '{"1": {"candidate_steps": [5]}, "8": {"candidate_steps": [3]}' in text
+
+
+def test_the_steps_adaptive_servers_ran_follow_their_tokens_per_verify(tmp_path: Path) -> None:
+    accepts = {"eagle3-k1": 1.7, "eagle3-k2": 2.2, "eagle3": 2.5, "eagle3-k5": 2.9,
+               "zero-step": 1.0, "tuned": 2.45, "sglang-default": 1.98}
+    run = load_run(make_run(tmp_path, tune_curves(tuned=0.99, sglang_default=0.9),
+                            accept_lengths=accepts))
+    result = analyze(run)
+    ran = result["prompt_sets"]["coding"]["schedule"]["steps_by_accept"]
+    assert ran == {"tuned": {str(c): 3 for c in GRID}, "sglang-default": {str(c): 2 for c in GRID}}
+    rows = level_rows(run, "coding", result)
+    assert {(r.values["tuned K"], r.values["sgl K"]) for r in rows} == {(3.0, 2.0)}
 
 
 # --- the mix --------------------------------------------------------------------------------

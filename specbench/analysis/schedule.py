@@ -23,7 +23,11 @@ K, ``eagle3-k<K>``) and ``zero-step`` as K = 0:
   EMA never moves it.
 * **Efficiency** (once the tuned server was measured): tuned / max over the static
   configurations (each K and zero-step) per level, and tuned / sglang-default (SGLang's EMA
-  schedule from bare ``--speculative-adaptive``) with its geometric mean over levels.
+  schedule: ``--speculative-adaptive`` without a config) with its geometric mean over levels.
+* **The steps they ran** (``steps_by_accept``): per level, the static K whose tokens per verify
+  are nearest the tuned server's and SGLang default's (zero-step: 1). SGLang logs only the EMA's
+  moves, not the steps per batch; at a fixed acceptance a chain's tokens per verify grow with K,
+  so they say which K a server ran, and where SGLang's EMA left the best K.
 
 The slots need at least two K >= 1 (the several-K curves of ``specbench tune``); without them
 there is no schedule (None).
@@ -164,6 +168,27 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     }
 
 
+def _steps_by_accept(run: Run, prompt_set: str, names: dict[int, str],
+                     levels: list[int]) -> dict[str, dict[str, int]]:
+    """The K each adaptive server ran per level: the static K with the nearest tokens per
+    verify at that level (see the module docstring)."""
+    summary = run.summary
+    static = {k: ({c: 1.0 for c in levels} if k == 0 else
+                  mean_by_level(summary, name, prompt_set, "accept_length"))
+              for k, name in names.items()}
+    out: dict[str, dict[str, int]] = {}
+    for server in (TUNED, SGLANG_DEFAULT):
+        accept = mean_by_level(summary, server, prompt_set, "accept_length")
+        ran = {}
+        for c, value in accept.items():
+            known = {k: by_level[c] for k, by_level in static.items() if c in by_level}
+            if known:
+                ran[str(c)] = min(known, key=lambda k: (abs(known[k] - value), k))
+        if ran:
+            out[server] = ran
+    return out
+
+
 def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, Any] | None:
     """The schedule entry of analysis.json for one prompt set; None without several K."""
     names = k_curves(run, prompt_set)
@@ -192,6 +217,7 @@ def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, A
         "batch_size_by_concurrency": {str(c): round(b, 2)
                                       for c, b in zip(levels, batch, strict=True)},
         "applied_slots": dict(applied) if applied else None,
+        "steps_by_accept": _steps_by_accept(run, prompt_set, names, levels),
         **_measured(run, prompt_set, {names[k]: curve for k, curve in window_curves.items()},
                     requests),
     }

@@ -67,6 +67,8 @@ _DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("best K", "draft steps with the highest tok/s (0 = zero-step)"),
     ("E tuned", "tuned / max(each K, zero-step), paired by request"),
     ("tuned/sgl", "tuned / sglang-default, paired by request"),
+    ("tuned K", "the K the tuned server ran: the static K with the nearest tokens per verify"),
+    ("sgl K", "the K SGLang's default ran, likewise"),
     ("mix loss", "loss at the mix's threshold"),
     ("accept", "EAGLE-3 tokens per verify step"),
 )
@@ -115,6 +117,8 @@ def _level_values(set_result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
         "best K": _by_level(schedule.get("per_level")),
         "E tuned": _by_level(schedule.get("efficiency")),
         "tuned/sgl": _by_level(schedule.get("vs_sglang_default")),
+        "tuned K": _by_level((schedule.get("steps_by_accept") or {}).get("tuned")),
+        "sgl K": _by_level((schedule.get("steps_by_accept") or {}).get("sglang-default")),
         "mix loss": _by_level(set_result.get("loss_at_mix_threshold")),
     }
 
@@ -160,7 +164,8 @@ def _flags_cell(row: LevelRow, modes: list[str] | None = None) -> str:
 
 
 Column = tuple[str, Callable[[LevelRow], str]]
-_FORMATS = {"tax": ".0%", "best K": ".0f", "mix loss": ".1%", "accept": ".2f",
+_FORMATS = {"tax": ".0%", "best K": ".0f", "tuned K": ".0f", "sgl K": ".0f", "mix loss": ".1%",
+            "accept": ".2f",
             RATIO_HEADER: ".2f", "E3/0-step": ".2f"}
 
 

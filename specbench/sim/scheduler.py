@@ -424,9 +424,11 @@ class Scheduler(kvpool.PoolAccounting):
         if self.router is None:
             return
         slot = self.router.route(batch_size)
+        old = slot.current
         new = slot.on_verify(mean_accepted)
-        if new is not None:
-            self.log("info", f"Adaptive spec params updated: slot {slot.config.key} steps -> {new}")
+        if new is not None:  # SGLang's line (0.5.17 and 0.5.23): it does not name the slot
+            self.log("info", f"Adaptive spec params updated: steps {old} -> {new} "
+                             f"(ema_accept_len={slot.ema:.2f})")
 
     def _finish(self, req: SimRequest, now: float) -> None:
         if req.finished:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import statistics
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from specbench.config import ServerConfig
+from specbench.engines.argv import build_argv
 from tests.sim.conftest import EAGLE3_FLAGS, SimProc, sse
 
 FAST = ("--sim-time-scale", "20", "--max-running-requests", "64")
@@ -166,3 +169,17 @@ def test_skip_zero_step_draft_extend_env_makes_zero_steps_cheaper(
     # per ~4.8 ms zero-step forward) is what the environment variable removes.
     ratio = busy_model_seconds(normal) / busy_model_seconds(skip)
     assert 1.02 < ratio < 1.10
+
+
+def test_sglang_default_logs_its_ema_moves_as_sglang_does(start_sim) -> None:  # type: ignore[no-untyped-def]
+    # As specbench launches `sglang-default`: K = 7, SGLang's built-in slots. Alone, a request
+    # runs in the 1-7 slot, whose EMA of accepted drafts (about 1.5 at K = 3 here) leaves 7.
+    argv = build_argv("sglang-default", ServerConfig(draft_model_path="draft"), port=0,
+                      max_running_requests=64)
+    sim: SimProc = start_sim(*FAST, *argv[argv.index("--speculative-algorithm"):])
+    assert sim.get_json("/server_info")["speculative_num_steps"] == 7
+    accept_lengths(sim, 1, max_tokens=400)
+    # SGLang's own line (adaptive_spec_params.py), which names no slot.
+    moves = re.findall(r"Adaptive spec params updated: steps (\d+) -> (\d+) "
+                       r"\(ema_accept_len=-?\d+\.\d\d\)", sim.log)
+    assert moves and moves[0][0] == "7" and int(moves[0][1]) < 7
