@@ -42,8 +42,10 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
   # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps (H100); tune to 60 of
   # 84 points (H100). Left: tune's SGLang default and tuned servers (resumed on an H100, begun
-  # afresh on an H200), nograph on an H100, fisteps on the profile's card (an H200).
-  local default_steps="tune nograph"; [[ $card == h200 ]] && default_steps="fisteps tune"
+  # afresh on an H200), fiprof and nograph (either card: EAGLE-3's step at load is the same on
+  # both), fisteps on the profile's card (an H200).
+  local default_steps="tune fiprof nograph"
+  [[ $card == h200 ]] && default_steps="fiprof nograph fisteps tune"
   local steps=" ${STEPS:-$default_steps} "
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
@@ -93,6 +95,20 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   [[ $steps == *" nograph "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-steps-nograph" \
     "${M[@]}" --plan dense --warmup-s 2 --window-s 8 --modes eagle3 --prompts coding \
     --concurrency 16,32,64 --server-arg "--decode-log-interval 1" --server-arg "--disable-cuda-graph"
+  # 7c. Kernel time per step (issue 37): a torch profile of 20 steps of each server at each
+  #     level, taken by profile_steps.py while the sweep holds the level; its table splits a step
+  #     into the verify's attention, the decode's, GEMMs, other kernels and idle (the host).
+  if [[ $steps == *" fiprof "* ]]; then
+    bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-prof" "${M[@]}" --plan dense --warmup-s 2 \
+      --window-s 12 --modes baseline,eagle3 --prompts coding --concurrency 16,32,64,128 &
+    local sweep=$!
+    python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels 16,32,64,128 \
+      --out /tmp/prof --until-pid $sweep
+    wait $sweep
+    python3 benchmarks/gpu/profile_steps.py summarize /tmp/prof \
+      | tee "$R/$N-coding-prof/profile-steps.txt"
+    cp /tmp/prof/steps.json "$R/$N-coding-prof/profile-steps.json"
+  fi
   # 8. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
   #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
