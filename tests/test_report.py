@@ -175,12 +175,15 @@ def test_any_configurations_report_and_plot(tmp_path: Path) -> None:
 def test_tune_run_report_splits_wide_tables_and_gives_the_schedule(tmp_path: Path) -> None:
     curves = tune_curves(levels=LEVELS, tuned=0.99, sglang_default=0.9)
     curves[("dynamic", "coding")] = {c: v * 0.98 for c, v in curves[("eagle3", "coding")].items()}
-    run = load_run(make_run(tmp_path, curves, se_rel=0.01))
+    accepts = {"eagle3-k1": 1.7, "eagle3-k2": 2.2, "eagle3": 2.5, "eagle3-k5": 2.9,
+               "dynamic": 2.5, "tuned": 2.45, "sglang-default": 1.75}
+    run = load_run(make_run(tmp_path, curves, se_rel=0.01, accept_lengths=accepts))
     text = report.write_report(run).read_text()
     assert ("| c | base | E3 | E3 k1 | E3 k2 | E3 k5 | 0-step | sgl-def | dyn | tuned |"
             in text)
-    assert ("| c | E3/base | E3/0-step | tax | E dyn | best K | E tuned | tuned/sgl | accept |"
-            in text)
+    assert ("| c | E3/base | E3/0-step | tax | E dyn | best K | E tuned | tuned/sgl | tuned K "
+            "| sgl K | accept |" in text)
+    assert "| 1.100 | 3 | 1 | 2.50 |" in text  # tuned ran K = 3, SGLang's default K = 1
     assert "| 128 | 0.75 | 0.85 | 12% |" in text
     assert "Tuned schedule (batch size → steps): 1→5, 8→3, 32→2, 104→0" in text
     assert "vs SGLang's default ×1.100 (geomean)" in text
