@@ -10,7 +10,8 @@
 # A call carries 64 MiB: the bundle (55 MB), the kit (2 MB, 0.3 MB with tokenizer.json xz'd), the
 # tracked files without results/ (4.8 MB) and a runs.tar.xz (2-8 MB) just fit; results/ (54 MB)
 # must be out of the checkout while a call that carries the bundle is sent (move it aside and
-# back). With the kernel cache too (4.5 MB at xz -9e), also move tests/, tools/ and docs/ aside. Issue the next call at
+# back). With the kernel cache too (4.5 MB at xz -9e), also move tests/, tools/ and docs/ aside
+# (on 2026-12-06 the restored cache did not shorten the first launch: 210 s, as without it). Issue the next call at
 # once when one returns: 30 s later the machine and everything on it are gone (stop 36 lost its
 # third call's machine that way), and this script then starts over from the carried runs.tar.xz.
 #
