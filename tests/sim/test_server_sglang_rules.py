@@ -314,8 +314,10 @@ def test_flush_cache_with_and_without_timeout(start_sim) -> None:  # type: ignor
 
     async def go() -> list[tuple[int, str]]:
         async with aiohttp.ClientSession() as session:
+            # About 2.5 s of wall time at this time scale: it must outlast the four calls below
+            # (2,500 tokens, about 0.6 s, did not on a loaded fresh-clone CI).
             long = asyncio.create_task(sse(session, sim.url + "/v1/chat/completions",
-                chat("long", max_tokens=2500, ignore_eos=True, stream=True)))  # fmt: skip
+                chat("long", max_tokens=10000, ignore_eos=True, stream=True)))  # fmt: skip
             await asyncio.sleep(0.2)
             out = []
             for query in ("", "?timeout=0", "?timeout=0.2"):
