@@ -39,6 +39,20 @@ def _configuration(config: ServerConfiguration | str) -> ServerConfiguration:
     return configurations.parse(config) if isinstance(config, str) else config
 
 
+def launch_steps(
+    config: ServerConfiguration | str, server: ServerConfig, schedule: Schedule | None = None
+) -> int:
+    """The --speculative-num-steps a configuration launches at: its schedule's largest K, SGLang's
+    default schedule at the largest of SGLang's built-in candidates
+    (configurations.SGLANG_DEFAULT_LAUNCH_STEPS says why), else its own K."""
+    spec = _configuration(config)
+    if spec.adaptive == "default":
+        return configurations.SGLANG_DEFAULT_LAUNCH_STEPS
+    if schedule is not None:
+        return schedule.launch_steps
+    return spec.num_steps(server.speculative_num_steps)
+
+
 def build_argv(
     config: ServerConfiguration | str,
     server: ServerConfig,
@@ -50,9 +64,7 @@ def build_argv(
 ) -> list[str]:
     """SGLang flags (without the program) for one configuration (or its name).
 
-    A dynamic server launches at its schedule's largest step count, SGLang's default schedule
-    (`sglang-default`, no adaptive config) at the largest of SGLang's built-in candidates
-    (configurations.SGLANG_DEFAULT_LAUNCH_STEPS says why).
+    A speculative server launches at `launch_steps`.
     """
     spec = _configuration(config)
     argv = [
@@ -79,12 +91,7 @@ def build_argv(
             "--speculative-draft-model-path",
             server.draft_model_path,
         ]
-        if spec.adaptive == "default":
-            k = configurations.SGLANG_DEFAULT_LAUNCH_STEPS
-        elif schedule:
-            k = schedule.launch_steps
-        else:
-            k = spec.num_steps(server.speculative_num_steps)
+        k = launch_steps(spec, server, schedule)
         argv += [
             "--speculative-num-steps",
             str(k),

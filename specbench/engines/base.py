@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from specbench.config import SweepConfig
-from specbench.configurations import SGLANG_DEFAULT_LAUNCH_STEPS, Schedule, ServerConfiguration
+from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import argv as argv_mod
 from specbench.engines import diagnose, server_info, versions
 from specbench.engines.process import ServerProcess, ServerStartError, http_get
@@ -185,11 +185,7 @@ def adaptive_path(run_dir: Path, config: ServerConfiguration, label: str | None)
 def verify(server: Server, cfg: SweepConfig, *, launched: bool) -> None:
     """Raise ServerStartError (one line) when /server_info is not what the sweep asked for."""
     config, schedule = server.config, server.schedule
-    steps = config.num_steps(cfg.server.speculative_num_steps)
-    if schedule is not None:
-        steps = schedule.launch_steps
-    elif config.adaptive == "default":
-        steps = SGLANG_DEFAULT_LAUNCH_STEPS
+    steps = argv_mod.launch_steps(config, cfg.server, schedule)
     expected = server_info.Expected(
         mode=config.kind,
         speculative_num_steps=steps,
