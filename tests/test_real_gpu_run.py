@@ -322,9 +322,11 @@ def test_a_narrow_crossover_interval_reads_as_two_numbers(
 
 def test_the_partial_real_tune_run_picks_a_schedule(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Issue 40's tune run, committed partial (60 of 84 points: every static K and zero-step,
-    not yet SGLang's default or the tuned server): K = 3 wins every coding level; the agentic
-    schedule takes K = 5 only where the durations of the same requests favour it (c = 32)."""
+    """Issue 40's tune run, committed partial (65 of 84 points: every static K and zero-step,
+    SGLang's default on coding up to 64, not yet the tuned server): K = 3 wins every coding
+    level; the agentic schedule takes K = 5 only where the durations of the same requests favour
+    it (c = 32); SGLang's default runs K = 3 to 16, then its 32-63 slot's 0/1 and its 64 slot's 0
+    (by tokens per verify)."""
     copy = _rerun(RUNS / "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-tune", tmp_path_factory)
     sets = json.loads((copy / "analysis.json").read_text())["prompt_sets"]
     coding, agentic = sets["coding"]["schedule"], sets["agentic"]["schedule"]
@@ -332,5 +334,8 @@ def test_the_partial_real_tune_run_picks_a_schedule(
     assert coding["slots"] == {"1": 3} and set(coding["per_level"].values()) == {3}
     assert agentic["slots"] == {"1": 3, "25": 5, "44": 3}
     assert coding["vs_sglang_default"] == {} and coding["efficiency"] == {}
+    assert coding["steps_by_accept"] == {
+        "sglang-default": {"1": 3, "4": 3, "16": 3, "32": 1, "64": 0}
+    }
     assert "Tuned schedule (batch size → steps): 1→3, 25→5, 44→3" in (
         copy / "report.md").read_text()

@@ -18,7 +18,18 @@ from typing import Any
 from specbench import configurations
 from specbench.config import ServerConfig
 from specbench.configurations import Schedule, ServerConfiguration
+from specbench.engines import versions
 from specbench.results.store import atomic_write
+
+# SGLang sizes the KV pool (--mem-fraction-static) to leave about 13.5 GiB of a GPU for
+# activations and the CUDA graphs of one K: 0.83 of an H100's 79.2 GiB, 0.903 of an H200's
+# 139.8 GiB (results/gpu/ server logs). An adaptive server also captures graphs and buffers for
+# every other candidate K, 0 included, which that share does not count: 2.4-3.3 GB each at 128
+# graph rows for the constructed 8B pair on an H100. The headroom held one more candidate (the
+# dynamic server, K and 0, started on both cards); SGLang 0.5.17's default adaptive server
+# (candidates 0, 1, 3, 7) ran out of memory capturing its third (results/gpu/README.md).
+SGLANG_RESERVE_GIB = 13.5
+CANDIDATE_GRAPHS_GIB_PER_128_ROWS = 3.5
 
 
 def adaptive_config(num_steps: int, threshold: int) -> dict[str, Any]:
@@ -53,6 +64,34 @@ def launch_steps(
     return spec.num_steps(server.speculative_num_steps)
 
 
+def adaptive_candidates(
+    config: ServerConfiguration | str, schedule: Schedule | None, version: str | None
+) -> set[int]:
+    """The step counts an adaptive server builds graphs for: its schedule's, or SGLang's built-in
+    slots' (slot 1 by release, then [0, 1, 3], [0, 1] and [0]); empty for a static server."""
+    spec = _configuration(config)
+    if spec.kind != "dynamic":
+        return set()
+    if spec.adaptive == "default":
+        return set(versions.release(version).default_slot1_steps) | {0, 1, 3}
+    if schedule is None:
+        return set()
+    return {steps for _, steps in schedule.slots}
+
+
+def graph_headroom_fraction(
+    candidates: int, gpu_memory_mib: int, graph_rows: int
+) -> float | None:
+    """A --mem-fraction-static that leaves SGLang's own reserve plus the graphs of each candidate
+    beyond the second; None where two candidates fit SGLang's own headroom, or where the pool
+    would keep under a third of the GPU (then SGLang's own diagnosis names the fix)."""
+    if candidates <= 2 or gpu_memory_mib <= 0:
+        return None
+    extra_gib = (candidates - 2) * CANDIDATE_GRAPHS_GIB_PER_128_ROWS * max(graph_rows, 32) / 128
+    fraction = 1 - (SGLANG_RESERVE_GIB + extra_gib) * 1024 / gpu_memory_mib
+    return round(fraction, 3) if fraction >= 1 / 3 else None
+
+
 def build_argv(
     config: ServerConfiguration | str,
     server: ServerConfig,
@@ -61,10 +100,14 @@ def build_argv(
     max_running_requests: int,
     adaptive_config_path: Path | None = None,
     schedule: Schedule | None = None,
+    gpu_memory_mib: int | None = None,
+    version: str | None = None,
 ) -> list[str]:
     """SGLang flags (without the program) for one configuration (or its name).
 
-    A speculative server launches at `launch_steps`.
+    A speculative server launches at `launch_steps`. An adaptive one on a GPU of
+    `gpu_memory_mib` (the smallest it uses; None: unknown) gets a --mem-fraction-static that
+    leaves room for its candidates' graphs, unless the user passed one.
     """
     spec = _configuration(config)
     argv = [
@@ -106,6 +149,12 @@ def build_argv(
             if adaptive_config_path is None:
                 raise ValueError(f"{spec.name} needs an adaptive config file")
             argv += ["--speculative-adaptive-config", str(adaptive_config_path)]
+    if gpu_memory_mib and flag_value(server.extra_args, "--mem-fraction-static") is None:
+        graph_rows = max(server.cuda_graph_bs_decode or (max_running_requests,))
+        candidates = len(adaptive_candidates(spec, schedule, version))
+        fraction = graph_headroom_fraction(candidates, gpu_memory_mib, graph_rows)
+        if fraction is not None:
+            argv += ["--mem-fraction-static", str(fraction)]
     argv += list(server.extra_args)
     return argv
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specbench import fingerprint
 from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import versions
@@ -62,6 +63,8 @@ def launch_command(
     max_running_requests: int,
     adaptive_config_path: Path | None = None,
     schedule: Schedule | None = None,
+    gpu_memory_mib: int | None = None,
+    version: str | None = None,
 ) -> list[str]:
     """The full command line of one configuration's real SGLang server."""
     return [
@@ -73,6 +76,8 @@ def launch_command(
             max_running_requests=max_running_requests,
             adaptive_config_path=adaptive_config_path,
             schedule=schedule,
+            gpu_memory_mib=gpu_memory_mib,
+            version=version,
         ),
     ]
 
@@ -207,6 +212,8 @@ class SGLangEngine(LaunchedEngine):
         self._version: str | None = None
         self._version_asked = False
         self._renderer: PromptRenderer | None = None
+        self._gpu_memory_mib: int | None = None
+        self._gpu_memory_asked = False
 
     def preflight(self) -> None:
         check_gpu_count(self.cfg, count_visible_gpus())
@@ -261,12 +268,21 @@ class SGLangEngine(LaunchedEngine):
             self._version_asked = True
         return self._version
 
+    def gpu_memory_mib(self) -> int | None:
+        """The smallest GPU's memory as nvidia-smi reports it; None without nvidia-smi."""
+        if not self._gpu_memory_asked:
+            sizes = [g["memory_total_mib"] for g in fingerprint.gpu_info() or ()]
+            self._gpu_memory_mib = min((s for s in sizes if s), default=None)
+            self._gpu_memory_asked = True
+        return self._gpu_memory_mib
+
     def command(
         self,
         config: ServerConfiguration,
         adaptive_path: Path | None,
         schedule: Schedule | None = None,
     ) -> list[str]:
+        dynamic = config.kind == "dynamic"
         return launch_command(
             config,
             self.cfg.server,
@@ -274,4 +290,6 @@ class SGLangEngine(LaunchedEngine):
             max_running_requests=self.cfg.max_running_requests,
             adaptive_config_path=adaptive_path,
             schedule=schedule,
+            gpu_memory_mib=self.gpu_memory_mib() if dynamic else None,
+            version=self.version() if dynamic else None,
         )

@@ -85,3 +85,62 @@ def test_modes_need_what_they_need() -> None:
         build_argv("eagle3", ServerConfig(draft_model_path=None), port=1, max_running_requests=1)
     with pytest.raises(ValueError):
         build_argv("dynamic", ServerConfig(), port=1, max_running_requests=1)
+
+
+H100_MIB = 81_559  # nvidia-smi's memory.total of an H100 80GB HBM3
+
+
+@pytest.mark.parametrize(
+    "version, fraction",
+    # 0.5.17's default builds graphs for 0, 1, 3 and 7; 0.5.23's for 0, 1, 3, 5 and 7.
+    [("0.5.17", "0.743"), ("0.5.23", "0.699"), (None, "0.699")],
+)
+def test_sglang_default_leaves_room_for_its_candidates_graphs(
+    version: str | None, fraction: str
+) -> None:
+    server = ServerConfig(model_path="m", draft_model_path="d")
+    argv = build_argv(
+        "sglang-default",
+        server,
+        port=1,
+        max_running_requests=128,
+        gpu_memory_mib=H100_MIB,
+        version=version,
+    )
+    assert _flags(argv)["--mem-fraction-static"] == fraction
+    # Twice the graph rows, twice the room per extra candidate.
+    wide = build_argv(
+        "sglang-default", server, port=1, max_running_requests=256,
+        gpu_memory_mib=H100_MIB, version="0.5.17",
+    )
+    assert float(_flags(wide)["--mem-fraction-static"]) < float(fraction)
+
+
+def test_the_fraction_is_left_to_sglang_where_two_candidates_fit_or_the_user_chose(
+    tmp_path: Path,
+) -> None:
+    server = ServerConfig(model_path="m", draft_model_path="d")
+    two = Schedule.from_threshold(3, 32)  # K and 0: the dynamic server, which started as is
+    four = Schedule(((1, 5), (8, 3), (32, 1), (64, 0)))
+    path = tmp_path / "a.json"
+    cases = [
+        ("eagle3", server, None),
+        ("dynamic", server, two),
+        ("sglang-default", ServerConfig(model_path="m", draft_model_path="d",
+                                        extra_args=("--mem-fraction-static", "0.8")), None),
+    ]
+    for mode, srv, schedule in cases:
+        argv = build_argv(mode, srv, port=1, max_running_requests=128,
+                          adaptive_config_path=path, schedule=schedule,
+                          gpu_memory_mib=H100_MIB, version="0.5.17")
+        assert argv.count("--mem-fraction-static") == (1 if srv.extra_args else 0), mode
+    tuned = build_argv("tuned", server, port=1, max_running_requests=128,
+                       adaptive_config_path=path, schedule=four, gpu_memory_mib=H100_MIB)
+    assert _flags(tuned)["--mem-fraction-static"] == "0.743"
+    # No GPU seen (the simulator, a machine without nvidia-smi): SGLang's own choice.
+    unseen = build_argv("sglang-default", server, port=1, max_running_requests=128)
+    assert "--mem-fraction-static" not in unseen
+    # A small GPU: a pool under a third of it is not offered; SGLang's diagnosis says what to do.
+    small = build_argv("sglang-default", server, port=1, max_running_requests=128,
+                       gpu_memory_mib=24_000)
+    assert "--mem-fraction-static" not in small

@@ -72,6 +72,33 @@ def test_nothing_to_count_with_is_none(tmp_path: Path) -> None:
     assert sg.count_visible_gpus({"PATH": str(failing)}) is None
 
 
+def test_an_adaptive_launch_reads_the_gpus_memory_from_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two GPUs of different sizes: the smaller decides; only adaptive servers ask.
+    path = _nvidia_smi(
+        tmp_path / "bin",
+        "echo '0, NVIDIA H200, 143771, 570.86, 1980'; echo '1, NVIDIA H100 80GB HBM3, 81559, "
+        "570.86, 1980'",
+    )
+    monkeypatch.setenv("PATH", f"{path}:{Path(sys.executable).parent}")
+    cfg = config.resolve(
+        {
+            "engine": "sglang",
+            "server": {"model_path": "/m", "draft_model_path": "/d"},
+            "modes": ["eagle3", "sglang-default"],
+            "concurrency": [1, 128],
+        }
+    )
+    engine = sg.SGLangEngine(cfg)
+    eagle3, default = cfg.configurations
+    assert "--mem-fraction-static" not in engine.command(eagle3, None)
+    argv = engine.command(default, None)
+    # No SGLang in this interpreter: the newest release's candidates (0, 1, 3, 5, 7).
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.699"
+    assert engine.gpu_memory_mib() == 81_559
+
+
 def _cfg(**values: Any) -> config.SweepConfig:
     tp = values.pop("tp", 1)
     return config.resolve({"engine": "sglang", "server": {"tp_size": tp}, **values})
