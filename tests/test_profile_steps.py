@@ -123,3 +123,23 @@ def test_summarize_without_traces_says_where_to_look(
     (tmp_path / "eagle3-c16").mkdir()
     assert profile_steps.summarize(tmp_path, steps=20) == 2
     assert "no *.trace.json(.gz)" in capsys.readouterr().err
+
+
+def test_the_committed_h100_profile_places_eagle3s_growth_in_its_attention_kernel() -> None:
+    """What results/gpu/README.md reads from the H100 profile (issue 37): EAGLE-3's attention
+    kernel costs under 3 plain decodes' at 16 running and over 4 at 32-64, and it is most of the
+    GPU time the EAGLE-3 iteration gains from 16 to 32."""
+    run = Path(__file__).resolve().parents[1] / "results" / "gpu" / (
+        "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-coding-prof")
+    rows = json.loads((run / "profile-steps.json").read_text())["rows"]
+    ratio = {c: rows[f"eagle3-c{c}"]["attn_prefill"] / rows[f"baseline-c{c}"]["attn_prefill"]
+             for c in (16, 32, 64, 128)}
+    assert ratio[16] < 3 < 4 < min(ratio[32], ratio[64])
+
+    def busy(row: dict[str, float]) -> float:
+        return row["wall"] - row["idle"]
+
+    gain = busy(rows["eagle3-c32"]) - busy(rows["eagle3-c16"])
+    attn_gain = rows["eagle3-c32"]["attn_prefill"] - rows["eagle3-c16"]["attn_prefill"]
+    assert attn_gain > 0.9 * gain
+    assert "2.86" in (run.parents[0] / "README.md").read_text()

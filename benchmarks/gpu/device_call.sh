@@ -41,13 +41,19 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps (H100); tune to 60 of
-  # 84 points (H100). Left: tune's SGLang default and tuned servers (resumed on an H100, begun
-  # afresh on an H200), fiprof and nograph (either card: EAGLE-3's step at load is the same on
-  # both), fisteps on the profile's card (an H200).
-  local default_steps="tune fiprof nograph"
-  [[ $card == h200 ]] && default_steps="fiprof nograph fisteps tune"
+  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps, fiprof, nograph
+  # (H100); tune to 65 of 84 points (H100). Left: tune's SGLang default (agentic, coding 128)
+  # and tuned servers (resumed on an H100, begun afresh on an H200), fisteps on the profile's
+  # card (an H200). The steps run in the order written here, whatever the order in STEPS.
+  local default_steps="tune"
+  [[ $card == h200 ]] && default_steps="tune fisteps"
   local steps=" ${STEPS:-$default_steps} "
+  # 0. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
+  #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
+  #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
+  [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \
+    "$R/$N-tune" "${M[@]}" "${common[@]}" \
+    --modes eagle3,eagle3-k1,eagle3-k2,eagle3-k5,zero-step,sglang-default,tuned
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
   [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
@@ -110,12 +116,6 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
       | tee "$R/$N-coding-prof/profile-steps.txt"
     cp /tmp/prof/steps.json "$R/$N-coding-prof/profile-steps.json"
   fi
-  # 8. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
-  #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
-  #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
-  [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \
-    "$R/$N-tune" "${M[@]}" "${common[@]}" \
-    --modes eagle3,eagle3-k1,eagle3-k2,eagle3-k5,zero-step,sglang-default,tuned
   return 0
 }
 
