@@ -1007,7 +1007,8 @@ def check(
     problems = []
     for p, v in zip(params, values, strict=True):
         have = get_value(profile, p)
-        if abs(have / v - 1.0) > 0.05:
+        off = have != 0.0 if v == 0.0 else abs(have / v - 1.0) > 0.05  # a fitted 0 must be 0
+        if off:
             problems.append(f"[{p.section}] {p.key} = {have:g}, the fit gives {v:g}")
     for g in groups:
         err = model_step_ms(profile, g) / g.step_ms - 1.0

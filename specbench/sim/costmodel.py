@@ -20,7 +20,10 @@ the one in shared/reference/speculation-under-load.md §4.1:
   waits for the longest one, with many the others' blocks fill the GPU meanwhile.
   Triton's decode kernel splits KV into at most 8 blocks per request; its extend kernel, which
   SGLang's Triton backend uses for the verify, gives a request one block per query head and
-  walks the whole context in it. Both terms are 0 (off) unless the profile sets them;
+  walks the whole context in it. FlashInfer's verify (its prefill kernel) splits each request's
+  KV over the SMs while the batch is small (``verify_split_max_batch``: no walk), and the walk
+  grows in from there to twice that batch, as the blocks beyond one wave of SMs do. Both
+  terms are 0 (off) unless the profile sets them;
 * a verify kernel that pads its query rows to a tile (``verify_pads_query_rows``, Triton's
   extend kernel: 64 or more rows for 1 to K+1) costs the same for any row count: SGLang's
   zero-step one-token verify and the draft extend over the verified tokens then pay the verify's
@@ -148,13 +151,13 @@ def decode_step(
         parts = {
             "target_linear": tl.time_ms(batch),
             "target_attention": ta.decode_ms(
-                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded
+                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded, batch=batch
             ),
             "overhead": base_ms + spec_ms,
         }
         if not skip_zero_step_draft_extend:
             parts["draft_extend"] = dl.time_ms(batch) + da.decode_ms(
-                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded
+                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded, batch=batch
             )
         return StepCost(sum(parts.values()), parts)
     verify_tokens = num_draft_tokens if num_draft_tokens else num_steps + 1
@@ -164,14 +167,16 @@ def decode_step(
     parts = {
         "target_linear": tl.time_ms(batch * verify_tokens),
         "target_attention": ta.decode_ms(
-            kv_tokens, kappa=o.verify_kappa, context_tokens=context, verify=True
+            kv_tokens, kappa=o.verify_kappa, context_tokens=context, verify=True, batch=batch
         ),
         # The draft extend runs over the verified tokens, then K-1 one-token draft steps.
         "draft_linear": dl.time_ms(batch * verify_tokens)
         + (num_steps - 1) * dl.time_ms(batch * max(1, topk)),
         "draft_attention": (
             (num_steps - 1) * draft_decode_ms
-            + da.decode_ms(kv_tokens, kappa=extend_kappa, context_tokens=context, verify=True)
+            + da.decode_ms(
+                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=True, batch=batch
+            )
             if padded
             else num_steps * draft_decode_ms
         ),

@@ -89,6 +89,11 @@ class AttentionModel:
     # ns per KV token of one request, per layer; for the decode kernel and the verify kernel.
     serial_ns_per_token_layer: float = 0.0
     verify_serial_ns_per_token_layer: float = 0.0
+    # The verify kernel splits each request's KV over the SMs while the batch holds at most this
+    # many requests, so no request's walk bounds it then (0: it never does, the walk always
+    # adds). FlashInfer's: 16, where 8 KV heads a request give 128 blocks for 132 SMs
+    # (results/gpu/README.md: its attention kernel costs 2.9 decodes at 16, 4.3-4.8 from 32).
+    verify_split_max_batch: int = 0
 
     def decode_ms(
         self,
@@ -97,19 +102,32 @@ class AttentionModel:
         *,
         context_tokens: float = 0.0,
         verify: bool = False,
+        batch: int = 0,
     ) -> float:
-        """One attention pass over `kv_tokens` KV entries in all, `context_tokens` per request.
+        """One attention pass over `kv_tokens` KV entries in all, `context_tokens` per request,
+        for `batch` requests (0: unknown, as if too many to split).
 
         `verify` picks the verify kernel's serial walk; `kappa` scales the bandwidth term.
         """
         read_ms = 1e3 * kappa * kv_tokens * self.kv_bytes_per_token / self.bw_bytes_per_s
         serial_ns = (
-            self.verify_serial_ns_per_token_layer if verify else self.serial_ns_per_token_layer
+            self.verify_serial_ns_per_token_layer * self.verify_walk_share(batch)
+            if verify
+            else self.serial_ns_per_token_layer
         )
         # One request's walk is the whole time at small batch and the last wave's tail at
         # large batch, so it adds to the bandwidth term.
         walk_ms = self.n_layers * serial_ns * context_tokens / 1e6
         return self.n_layers * self.layer_fixed_ms + read_ms + walk_ms
+
+    def verify_walk_share(self, batch: int) -> float:
+        """How much of a request's walk bounds the verify kernel at `batch` requests: none while
+        it splits KV over the SMs, then more as the blocks beyond one wave of SMs grow, all of it
+        from twice the split batch on (a batch not given: all)."""
+        split = self.verify_split_max_batch
+        if split <= 0 or batch <= 0:
+            return 1.0
+        return min(1.0, max(0.0, (batch - split) / split))
 
     def prefill_ms(self, n_new: int, n_prefix: int) -> float:
         # Causal attention over the chunk: QK^T and PV, 2 FLOPs per MAC each.

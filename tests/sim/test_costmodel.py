@@ -16,6 +16,7 @@ from specbench.sim.costmodel import (
     predict_output_tok_s,
     prefill_step,
 )
+from specbench.sim.layercost import AttentionModel
 
 # shared/reference/speculation-under-load.md §4.3 (1x H200, bf16, CUDA graph), milliseconds.
 MEASURED_N = (1, 16, 32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048, 4096)
@@ -221,3 +222,28 @@ def test_every_bundled_profile_says_what_its_step_costs_rest_on() -> None:
         truth = load_profile(name).ground_truth
         assert truth.endswith(".") and len(truth) > 60, (name, truth)
     assert "fitted to a real H200 run with FlashInfer" in load_profile(DEFAULT_PROFILE).ground_truth
+
+
+def test_the_verify_walk_grows_in_where_the_kernel_stops_splitting_kv() -> None:
+    """FlashInfer's verify kernel splits each request's KV over the SMs while the batch is small
+    (verify_split_max_batch): no request's walk bounds it there; from there to twice that batch
+    the walk grows in, and above it adds whole."""
+    attention = AttentionModel(
+        n_layers=32, kv_bytes_per_token=131072, bw_bytes_per_s=3e12, layer_fixed_ms=0.0,
+        q_hidden=4096, prefill_flops_per_s=2e14, serial_ns_per_token_layer=0.5,
+        verify_serial_ns_per_token_layer=100.0, verify_split_max_batch=16)
+    walk_ms = 32 * 100.0 * 1500 / 1e6
+
+    def verify(batch: int) -> float:
+        read_ms = 1e3 * 3.0 * batch * 1500 * 131072 / 3e12
+        return attention.decode_ms(
+            batch * 1500, 3.0, context_tokens=1500, verify=True, batch=batch) - read_ms
+
+    assert [verify(b) / walk_ms for b in (8, 16, 24, 32, 64)] == pytest.approx(
+        [0.0, 0.0, 0.5, 1.0, 1.0])
+    # A batch not given keeps the whole walk; the decode kernel keeps its own walk.
+    read_ms = 1e3 * 16 * 1500 * 131072 / 3e12
+    assert attention.decode_ms(16 * 1500, 3.0, context_tokens=1500, verify=True) == (
+        pytest.approx(3.0 * read_ms + walk_ms))
+    decode = attention.decode_ms(16 * 1500, context_tokens=1500, batch=16)
+    assert decode == pytest.approx(read_ms + 32 * 0.5 * 1500 / 1e6)

@@ -56,15 +56,30 @@ def test_the_profile_holds_its_fit_to_the_coding_points(capsys: pytest.CaptureFi
 
 
 def test_the_k_plus_one_verify_pays_kappa_and_the_one_token_verify_does_not() -> None:
-    # On FlashInfer EAGLE-3's verify reads KV ~5x per token, zero-step's one-token verify as a
+    # On FlashInfer EAGLE-3's verify reads KV ~4x per token, zero-step's one-token verify as a
     # decode does: fitted that way every group of steady lines is within 17%; fitted as Triton
     # (padded rows) EAGLE-3 at 32-128 running was 31-43% above the model (benchmarks/README.md).
     profile = load_profile("llama-3.1-8b-1xh200-flashinfer")
     assert not profile.overheads.verify_pads_query_rows
-    assert 4.0 < profile.overheads.verify_kappa < 6.0
+    assert 3.0 < profile.overheads.verify_kappa < 6.0
     b, kv = 64, 64 * 1400
     plain = decode_step(profile, b, kv, speculative=False).parts["target_attention"]
     zero = decode_step(profile, b, kv, speculative=True, num_steps=0).parts["target_attention"]
     full = decode_step(profile, b, kv, speculative=True, num_steps=3).parts["target_attention"]
     assert zero == pytest.approx(plain, rel=0.05)
     assert full > 3.5 * plain
+
+
+def test_the_verify_walks_one_request_only_above_the_split_batch() -> None:
+    """The H100 profile of the verify's kernel (results/gpu/README.md): 2.9 decodes' attention at
+    16 running, 4.3-4.8 at 32-64. The model: kappa decodes while the kernel splits KV, one
+    request's walk growing in from 16 to 32 running on top."""
+    profile = load_profile("llama-3.1-8b-1xh200-flashinfer")
+    ratio = {}
+    for b in (16, 24, 32, 64):
+        kv = b * 1450.0
+        plain = decode_step(profile, b, kv, speculative=False).parts["target_attention"]
+        full = decode_step(profile, b, kv, speculative=True, num_steps=3)
+        ratio[b] = full.parts["target_attention"] / plain
+    assert ratio[16] < 4.0 < ratio[24] < ratio[32]
+    assert ratio[32] > 6.0 and ratio[64] < ratio[32]
