@@ -11,7 +11,7 @@ level while a sweep runs, then splits each step's wall time into kernel kinds an
       --until-pid PID
   python3 benchmarks/gpu/profile_steps.py summarize DIR   # the table; writes DIR/steps.json
 
-`watch` polls /metrics; once a server (named by /server_info: eagle3 or baseline) has held
+`watch` polls /metrics; once a server (named by /server_info: baseline, eagle3, zero-step) has held
 between 0.9 c and c running requests for --stable-s, it POSTs /start_profile with --steps steps
 and GPU activity only, to DIR/<mode>-c<c>/, once per (mode, level). SGLang writes a chrome trace
 there (`*.trace.json.gz`) when the steps are done. Its steps are scheduler iterations, so the
@@ -62,11 +62,18 @@ def running_requests(base: str) -> float | None:
 
 
 def server_mode(base: str) -> str | None:
+    """The sweep's name for the server: baseline, eagle3, or, for an adaptive server, the stem of
+    the schedule file specbench wrote for it (servers/<mode>.adaptive.json: zero-step, dynamic)."""
     page = _get(base + "/server_info")
     if page is None:
         return None
     info = json.loads(page)
-    return "eagle3" if info.get("speculative_algorithm") else "baseline"
+    if not info.get("speculative_algorithm"):
+        return "baseline"
+    schedule = info.get("speculative_adaptive_config")
+    if info.get("speculative_adaptive") and schedule:
+        return Path(str(schedule)).name.split(".")[0]
+    return "eagle3"
 
 
 def start_profile(base: str, out_dir: Path, steps: int) -> str:

@@ -28,7 +28,8 @@ the one in shared/reference/speculation-under-load.md §4.1:
   extend kernel: 64 or more rows for 1 to K+1) costs the same for any row count: SGLang's
   zero-step one-token verify and the draft extend over the verified tokens then pay the verify's
   ``κ`` and serial walk too, not a decode's, and so does a prefill's extend over its cached
-  prefix (the same kernel);
+  prefix (the same kernel); a kernel that does not pad reads KV for the one-token verify
+  ``one_token_verify_kappa`` times a decode's (FlashInfer's one-row prefill: about 1.3);
 * an EAGLE-3 step is verify (target, B·(K+1) tokens) + draft extend over the verified tokens +
   (K-1) one-token draft steps + K draft attentions + per-draft-step launch cost + a speculative
   overhead that grows with the batch; a zero-step step (dynamic mode above its threshold) is a
@@ -148,10 +149,11 @@ def decode_step(
     padded = o.verify_pads_query_rows
     extend_kappa = o.verify_kappa if padded else 1.0
     if num_steps <= 0:
+        one_row_kappa = o.verify_kappa if padded else o.one_token_verify_kappa
         parts = {
             "target_linear": tl.time_ms(batch),
             "target_attention": ta.decode_ms(
-                kv_tokens, kappa=extend_kappa, context_tokens=context, verify=padded, batch=batch
+                kv_tokens, kappa=one_row_kappa, context_tokens=context, verify=padded, batch=batch
             ),
             "overhead": base_ms + spec_ms,
         }

@@ -53,6 +53,10 @@ class Overheads:
     # the draft extend cost what a K+1-row verify costs (verify_kappa, verify serial walk), and
     # an extend (prefill) forward, the same kernel, pays that over its chunks' cached prefixes.
     verify_pads_query_rows: bool = False
+    # Zero-step's one-token verify against a decode of the same KV, where the kernel does not
+    # pad (FlashInfer runs it as a one-row prefill: 1.21-1.34 decodes' read on an H100, 16-128
+    # running). 1 = a decode's read.
+    one_token_verify_kappa: float = 1.0
     # Per extend (prefill) forward on top of o_base_ms: the scheduler's merge of the new requests
     # into the running batch and the prefill's launches outside the decode's CUDA graph.
     o_prefill_ms: float = 0.0

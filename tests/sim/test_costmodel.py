@@ -90,8 +90,10 @@ def test_zero_step_costs_more_than_plain_decode_and_less_than_drafting(profile) 
     ).total_ms
     full = decode_step(profile, b, kv, speculative=True, num_steps=3).total_ms
     assert plain < zero_skip < zero < full
-    # SGLang's zero-step tax: a one-token verify + draft extend, a few percent to ~25 % over plain.
-    assert 1.02 < zero / plain < 1.35
+    # SGLang's zero-step tax: a one-token verify + draft extend over a plain decode. The real
+    # H200 FlashInfer server's steady zero-step steps (draft extend skipped) took 1.49-1.62
+    # times the plain server's at 16-128 running (benchmarks/README.md, the fitted lines).
+    assert 1.02 < zero / plain < 1.65
 
 
 def test_verify_reads_kv_at_kappa(profile) -> None:
