@@ -327,6 +327,15 @@ class SweepConfig(_Section):
         help_default="auto",
         ge=1,
     )
+    schedule: dict[str, int] | None = option(
+        None,
+        "the tuned server's batch-size slots, given instead of tuned, e.g. 1:3,25:5,44:3 "
+        "(SLOT:K; it launches at the largest K, and a slot 0, which no batch reaches, can hold "
+        "it); measured as `tuned` without the static curves",
+        cli="--schedule",
+        parse="schedule",
+        help_default="tuned from the measured K",
+    )
     plan: Literal["auto", "dense", "adaptive"] = option(
         "auto",
         "adaptive: the grid's middle level, then one level per decision and round, bisecting "
@@ -416,6 +425,17 @@ class SweepConfig(_Section):
             raise ConfigError("--mix cannot contain a set named mix; name the sets it mixes")
         return value
 
+    @field_validator("schedule")
+    @classmethod
+    def _schedule_slots(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        if value is None:
+            return None
+        if not all(key.isdigit() and steps >= 0 for key, steps in value.items()) or not any(
+                value.values()):
+            raise ConfigError(f"schedule {value} is not batch-size slots with a K >= 1 in one; "
+                              "give e.g. --schedule 1:3,25:5,44:3 (schedule = {1 = 3} in a file)")
+        return {str(int(key)): steps for key, steps in value.items()}
+
     @field_validator("context_lengths")
     @classmethod
     def _known_buckets(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -492,6 +512,13 @@ class SweepConfig(_Section):
         return self
 
     @model_validator(mode="after")
+    def _schedule_for_tuned(self) -> SweepConfig:
+        if self.schedule is not None and "tuned" not in self.modes:
+            raise ConfigError("--schedule is the tuned server's: add tuned to --modes (e.g. "
+                              "--modes eagle3,tuned) or drop --schedule")
+        return self
+
+    @model_validator(mode="after")
     def _adaptive_on_one_node(self) -> SweepConfig:
         if self.plan == "auto":  # chosen by resolve(): auto_plan
             return self
@@ -523,7 +550,7 @@ class SweepConfig(_Section):
             return False
         if config.adaptive == "threshold":
             return self.threshold is None and configurations.analyzable(self.modes)
-        return True
+        return self.schedule is None
 
     @property
     def max_running_requests(self) -> int:

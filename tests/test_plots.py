@@ -149,12 +149,14 @@ def test_schedule_and_efficiency_figures(tmp_path: Path) -> None:
     run = load_run(_tune_run(tmp_path))
     figs = plots.figures(run)
     schedule = figs["schedule"]
-    assert "coding 1→5, 8→3, 32→2, 104→0" in schedule.get_suptitle().replace("\n", " ")
+    assert "coding 1→3, 71→0" in schedule.get_suptitle().replace("\n", " ")
     ax = schedule.axes[0]
     best = next(line for line in ax.get_lines() if str(line.get_label()).startswith("best K"))
-    assert ys(best) == [5, 5, 5, 3, 3, 2, 2, 0]
+    assert ys(best) == [5, 5, 5, 3, 3, 2, 2, 0]  # each level's own winner
+    chosen = next(line for line in ax.get_lines() if str(line.get_label()).startswith("K chosen"))
+    assert ys(chosen) == [3] * 5  # one drafting K where another K won (c = 1-4, 32, 64)
     slots = next(line for line in ax.get_lines() if str(line.get_label()).startswith("slots"))
-    assert xs(slots)[:4] == [1, 8, 32, 104] and ys(slots)[:4] == [5, 3, 2, 0]
+    assert xs(slots)[:2] == [1, 71] and ys(slots)[:2] == [3, 0]
     envelope = figs["envelope"].axes[0]
     labels = [str(line.get_label()) for line in envelope.get_lines()]
     assert "one threshold: dynamic / max(EAGLE-3, zero-step)" in labels

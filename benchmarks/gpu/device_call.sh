@@ -32,6 +32,19 @@ REPO=$(pwd)
 S=/tmp/sb
 log=/tmp/session.log
 
+profiled() {  # RUN_DIR MODES LEVELS [sweep options]: coding, a kernel profile per server and level
+  local run=$1 modes=$2 levels=$3
+  shift 3
+  bash benchmarks/gpu/h200_sweep.sh "$run" /tmp/models/target /tmp/models/draft --plan dense \
+    --warmup-s 2 --window-s 12 --modes "$modes" --prompts coding --concurrency "$levels" "$@" &
+  local sweep=$! prof=/tmp/prof-$(basename "$run")
+  python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels "$levels" \
+    --modes "$modes" --out "$prof" --until-pid $sweep
+  wait $sweep
+  python3 benchmarks/gpu/profile_steps.py summarize "$prof" | tee "$run/profile-steps.txt"
+  cp "$prof/steps.json" "$run/profile-steps.json"
+}
+
 plan() {  # the runs, in priority order; each resumes what an earlier call left
   # The card names the runs (an H100 may come where an H200 was asked for; its runs are its own).
   local gpu card
@@ -41,11 +54,10 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps, fiprof, nograph
-  # (H100); tune to 65 of 84 points (H100). Left: tune's SGLang default (agentic, coding 128)
-  # and tuned servers (resumed on an H100, begun afresh on an H200), fisteps on the profile's
-  # card (an H200). The steps run in the order written here, whatever the order in STEPS.
-  local default_steps="tune"
+  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps, fiprof, nograph,
+  # tune (84 of 84 points), zprof (H100). Left: launchk (H100), tune and fisteps on the
+  # profiles' card (an H200). The steps run in the order written here, whatever the order in STEPS.
+  local default_steps="launchk"
   [[ $card == h200 ]] && default_steps="tune fisteps"
   local steps=" ${STEPS:-$default_steps} "
   # 0. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
@@ -105,17 +117,18 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   # 7c. Kernel time per step (issue 37): a torch profile of 20 steps of each server at each
   #     level, taken by profile_steps.py while the sweep holds the level; its table splits a step
   #     into the verify's attention, the decode's, GEMMs, other kernels and idle (the host).
-  if [[ $steps == *" fiprof "* ]]; then
-    bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-prof" "${M[@]}" --plan dense --warmup-s 2 \
-      --window-s 12 --modes baseline,eagle3 --prompts coding --concurrency 16,32,64,128 &
-    local sweep=$!
-    python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels 16,32,64,128 \
-      --out /tmp/prof --until-pid $sweep
-    wait $sweep
-    python3 benchmarks/gpu/profile_steps.py summarize /tmp/prof \
-      | tee "$R/$N-coding-prof/profile-steps.txt"
-    cp /tmp/prof/steps.json "$R/$N-coding-prof/profile-steps.json"
-  fi
+  [[ $steps == *" fiprof "* ]] && profiled "$R/$N-coding-prof" baseline,eagle3 16,32,64,128
+  # 7d. The same for zero-step (issue 37): its one-token verify's step rises over the plain
+  #     server's from 16 to 32 running (+2.7 / +4.4 ms on the H100), which the model does not
+  #     charge; the kernels say whether that is the verify's attention or the host.
+  [[ $steps == *" zprof "* ]] && profiled "$R/$N-coding-prof-zero-step" zero-step \
+    16,32,64,128 --skip-zero-step-draft-extend
+  # 8. An adaptive server below its launch K (issue 40): the tuned agentic server, launched at
+  #    K = 5, ran K = 3 with 12-26% longer steps than the static K = 3 server. One launch at 5
+  #    running K = 3 from batch size 1 (slot 0 holds the 5), against static K = 3: a log line
+  #    every step, a kernel profile at each level.
+  [[ $steps == *" launchk "* ]] && profiled "$R/$N-launch-k" eagle3,tuned 1,16,64 \
+    --schedule 0:5,1:3 --server-arg "--decode-log-interval 1"
   return 0
 }
 
@@ -136,13 +149,15 @@ if [ ! -f "$S/started" ]; then
     export KIT STEPS MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; FlashInfer attention, PyTorch sampling."
     touch "$S/started"
     echo "[device_call] setup done; the runs start"
-    setsid nohup bash -c "$(declare -f plan); cd $S; plan; echo '[device_call] all runs done'" \
+    setsid nohup bash -c "$(declare -f profiled plan); cd $S; plan; echo '[device_call] all runs done'" \
       < /dev/null >> "$log" 2>&1 &
   } >> "$log" 2>&1
 else
   echo "[device_call] warm machine: the runs go on" >> "$log"
 fi
-sleep "${WAIT_S:-540}"
+# Wait WAIT_S, or less once the plan has ended (a warm call would otherwise hold an idle GPU).
+end_s=$((SECONDS + ${WAIT_S:-540}))
+while (( SECONDS < end_s )) && ! grep -q '^\[device_call\] all runs done' "$log"; do sleep 5; done
 cd /tmp || exit 1
 if [ -d runs ]; then tar cf - runs | nice -n 19 xz -T2 -3 > "$OUT/runs.tar.xz"; fi
 cp "$log" "$OUT/session.log"

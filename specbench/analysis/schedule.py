@@ -14,6 +14,15 @@ K, ``eagle3-k<K>``) and ``zero-step`` as K = 0:
   run-to-run noise (1-3% on the simulator, benchmarks/interval_calibration.py), and a slot a
   few batch sizes wide would switch the steps back and forth as the running batch fluctuates
   around it.
+* **One drafting K.** The slots hold one K >= 1, plus zero-step where it is the faster: SGLang
+  launches an adaptive server at its largest K and runs every other K from a runtime state built
+  after the launch's, and on SGLang 0.5.17 such a state's steps took 23-43% longer than a static
+  server's at the same K and tokens per verify (an H100, one step a log line, 1-64 running:
+  results/gpu/README.md, the `-launch-k` run), while neighbouring K differed by 1-14% there.
+  Zero-step's curve is measured on such a server (launched at K, run at 0), so it carries that
+  cost; the static curves of other K do not. The K kept is the one whose schedule (it, or
+  zero-step where that is faster) has the best geometric mean over the levels of the fastest
+  configuration's tok/s; ``measured_best`` keeps each level's own winner.
 * **Slots.** Where the best K changes between two neighbouring levels, the two curves cross
   between them; the crossing is interpolated in log2 c (as the crossover is) and mapped to the
   servers' measured batch size (mean running requests of the candidates, at most c); the slot
@@ -23,7 +32,8 @@ K, ``eagle3-k<K>``) and ``zero-step`` as K = 0:
   EMA never moves it.
 * **Efficiency** (once the tuned server was measured): tuned / max over the static
   configurations (each K and zero-step) per level, and tuned / sglang-default (SGLang's EMA
-  schedule: ``--speculative-adaptive`` without a config) with its geometric mean over levels.
+  schedule: ``--speculative-adaptive`` without a config) with its 95% interval per level (the
+  two points' ratio spread, as the crossover's) and its geometric mean over levels.
 * **The steps they ran** (``steps_by_accept``): per level, the static K whose tokens per verify
   are nearest the tuned server's and SGLang default's (zero-step: 1). SGLang logs only the EMA's
   moves, not the steps per batch; at a fixed acceptance a chain's tokens per verify grow with K,
@@ -40,17 +50,25 @@ import math
 from typing import Any
 
 from specbench import configurations
-from specbench.analysis.curves import batch_at, batch_sizes, mean_by_level, threshold_from_batch
+from specbench.analysis.curves import (
+    batch_at,
+    batch_sizes,
+    level_stats,
+    mean_by_level,
+    threshold_from_batch,
+)
 from specbench.analysis.efficiency import relative_to_best
-from specbench.analysis.intervals import PairedRequests
+from specbench.analysis.intervals import PairedRequests, band, ratio_curve, ratio_draws
 from specbench.errors import ConfigError
 from specbench.results import Run
 from specbench.stats import geomean
 
 SMOOTH_TOLERANCE = 0.02
+INTERVAL_SEED, INTERVAL_DRAWS = 0, 2000  # tuned / sglang-default intervals: seeded, repeatable
 TUNED = "tuned"
 SGLANG_DEFAULT = "sglang-default"
 ZERO_STEP = "zero-step"
+ZERO = 0  # zero-step's K in the curves
 
 
 def k_curves(run: Run, prompt_set: str) -> dict[int, str]:
@@ -102,6 +120,20 @@ def _switch_key(
     frac = min(max(frac, 0.0), 1.0)
     x = math.log2(a) + frac * (math.log2(b) - math.log2(a))
     return threshold_from_batch(batch_at(levels, batch, 2.0 ** x))
+
+
+def _one_drafting_k(curves: dict[int, dict[int, float]], levels: list[int]) -> dict[int, int]:
+    """Per level one K >= 1 for all, or zero-step where it is faster (module docstring)."""
+    top = {c: max(curve[c] for curve in curves.values()) for c in levels}
+
+    def plan(k: int) -> dict[int, int]:
+        return {c: 0 if ZERO in curves and curves[0][c] > curves[k][c] else k for c in levels}
+
+    def score(k: int) -> float:
+        chosen = plan(k)
+        return geomean([curves[chosen[c]][c] / top[c] for c in levels])
+
+    return plan(max((k for k in curves if k > 0), key=lambda k: (score(k), -k)))
 
 
 def _smooth(curves: dict[int, dict[int, float]], best: dict[int, int],
@@ -163,9 +195,26 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
         "efficiency_interpolated": relative.interpolated,
         "efficiency_min": relative.minimum,
         "vs_sglang_default": vs_default,
+        "vs_sglang_default_interval": _vs_default_interval(run, prompt_set, requests, vs_default),
         "vs_sglang_default_geomean": (round(geomean(list(vs_default.values())), 4)
                                       if vs_default else None),
     }
+
+
+def _vs_default_interval(run: Run, prompt_set: str, requests: PairedRequests,
+                         vs_default: dict[str, float]) -> dict[str, list[float]]:
+    """95% interval of tuned / sglang-default per level: the spread of the two points' ratio
+    (paired requests where the points have them, as the crossover's), around the ratio shown."""
+    num = level_stats(run.summary, TUNED, prompt_set)
+    den = level_stats(run.summary, SGLANG_DEFAULT, prompt_set)
+    levels = [c for c in sorted(num) if c in den and str(c) in vs_default]
+    if not levels:
+        return {}
+    curve = ratio_curve(num, den, levels, requests, (TUNED, SGLANG_DEFAULT), prompt_set)
+    low, high = band(ratio_draws(curve, seed=INTERVAL_SEED, resamples=INTERVAL_DRAWS))
+    return {str(c): [round(vs_default[str(c)] * low[i] / curve.ratio[i], 4),
+                     round(vs_default[str(c)] * high[i] / curve.ratio[i], 4)]
+            for i, c in enumerate(levels)}
 
 
 def _steps_by_accept(run: Run, prompt_set: str, names: dict[int, str],
@@ -204,7 +253,7 @@ def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, A
     window_curves = curves
     curves = _paired_curves(curves, names, prompt_set, levels, requests)
     measured = {c: max(curves, key=lambda k: (curves[k][c], -k)) for c in levels}
-    best = _smooth(curves, measured, levels)
+    best = _smooth(curves, _one_drafting_k(curves, levels), levels)
     batch, _ = batch_sizes(summary, prompt_set, levels, names.values())
     slots = _slots(curves, best, levels, batch)
     applied = run.manifest.tuned.get(prompt_set)

@@ -33,6 +33,7 @@ _TOP_PANELS = {
     "modes": "Server",
     "attach": "Server",
     "threshold": "Server",
+    "schedule": "Server",
     "max_point_retries": "Server",
     "gpus": "Server",
     "executor": "Server",
@@ -55,6 +56,7 @@ _PARSE_METAVARS = {
     "weights": "dict[str,float]",
     "rates": "list[float]",
     "slo": "dict[str,float]",
+    "schedule": "dict[int,int]",
 }
 _PLAIN_METAVARS = {int: "int", float: "float", bool: "bool", str: "str", Path: "path"}
 

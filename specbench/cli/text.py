@@ -94,6 +94,21 @@ def parse_weights(text: str) -> dict[str, float]:
     return weights
 
 
+def parse_schedule(text: str) -> dict[str, int]:
+    """`--schedule 0:5,1:3`: batch-size slot -> draft steps, as SGLang's adaptive JSON keys."""
+    slots: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, steps = part.partition(":")
+        if not (sep and key.strip().isdigit() and steps.strip().isdigit()):
+            raise ConfigError(f"--schedule {text!r} is not SLOT:K,...; give e.g. --schedule "
+                              "1:3,25:5,44:3 (from batch size 1 K = 3, from 25 K = 5, ...)")
+        slots[str(int(key))] = int(steps)
+    if not any(slots.values()):
+        raise ConfigError(f"--schedule {text!r} drafts at no batch size; give some slot a K >= 1 "
+                          "(a slot 0, which no batch reaches, can hold the K to launch at)")
+    return slots
+
+
 def parse_number(text: str, kind: str, flag: str) -> int | float:
     """A number option's text; `kind` is "int" or "float"."""
     try:
@@ -167,6 +182,8 @@ def parse_cli_text(kind: str | None, value: Any, what: str) -> Any:
         return parse_weights(value)
     if kind == "rates":
         return list(parse_rates(value))
+    if kind == "schedule":
+        return parse_schedule(value)
     if kind == "slo":
         from specbench.goodput import parse_slo
 

@@ -73,7 +73,8 @@ def adaptive_candidates(
     if spec.kind != "dynamic":
         return set()
     if spec.adaptive == "default":
-        return set(versions.release(version).default_slot1_steps) | {0, 1, 3}
+        return set(versions.release(version).default_slot1_steps) | set(
+            versions.DEFAULT_UPPER_SLOTS_STEPS)
     if schedule is None:
         return set()
     return {steps for _, steps in schedule.slots}

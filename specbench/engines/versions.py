@@ -19,6 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SUPPORTED_FROM = (0, 5, 14)
+# The steps of bare --speculative-adaptive's slots from batch size 8 on ([0, 1, 3], [0, 1], [0]):
+# the same in every supported release. The simulator keeps its own copy of SGLang's table
+# (specbench/sim/adaptive.py), read from the same wheels, so the two are checked, not shared.
+DEFAULT_UPPER_SLOTS_STEPS = (0, 1, 3)
 
 
 @dataclass(frozen=True)

@@ -239,12 +239,24 @@ def _schedule_line(set_result: Mapping[str, Any]) -> str | None:
     schedule = set_result.get("schedule") or {}
     if not schedule.get("slots"):
         return None
-    slots = ", ".join(f"{k}→{v}" for k, v in schedule["slots"].items())
-    text = f"Tuned schedule (batch size → steps): {slots}"
+    def shown(slots: Mapping[str, int]) -> str:
+        return ", ".join(f"{k}→{v}" for k, v in slots.items())
+
+    text = f"Tuned schedule (batch size → steps): {shown(schedule['slots'])}"
+    applied = schedule.get("applied_slots")
+    if applied and dict(applied) != dict(schedule["slots"]):
+        # the run's tuned server ran what the analysis chose when it was measured
+        text += f" (the tuned server measured here ran {shown(applied)})"
     if schedule.get("efficiency_min") is not None:
         text += f"; lowest efficiency {schedule['efficiency_min']:.3f}"
     if schedule.get("vs_sglang_default_geomean") is not None:
         text += f"; vs SGLang's default ×{schedule['vs_sglang_default_geomean']:.3f} (geomean)"
+    intervals = schedule.get("vs_sglang_default_interval") or {}
+    if intervals:
+        by_level = ", ".join(
+            f"c={c} ×{schedule['vs_sglang_default'][c]:.2f} [{lo:.2f}–{hi:.2f}]"
+            for c, (lo, hi) in sorted(intervals.items(), key=lambda item: int(item[0])))
+        text += f"; tuned / SGLang's default by level (95%): {by_level}"
     return text
 
 

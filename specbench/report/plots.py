@@ -377,7 +377,8 @@ def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
         smoothed = [c for c in levels if per_level[c] != measured[c]]
         if smoothed:
             ax.plot(smoothed, [per_level[c] for c in smoothed], "o", ms=7, mfc="white",
-                    color=MODE_COLORS["eagle3"], label="K chosen there (the best within 2%)")
+                    color=MODE_COLORS["eagle3"],
+                    label="K chosen there (one drafting K; zero-step within 2% smoothed)")
         keys = [int(k) for k in sched["slots"]]
         steps = list(sched["slots"].values())
         right = max(levels[-1], keys[-1]) * 1.3
@@ -387,7 +388,7 @@ def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
         ax.set_xlabel("concurrency (points) / batch size (slots), log2 scale")
         ax.set_ylabel("draft steps K")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylim(-0.4, max(per_level.values()) + 0.6)
+        ax.set_ylim(-0.4, max(*per_level.values(), *measured.values()) + 0.6)
         set_title(ax, f"{prompt_set}: {_slots_text(sched['slots'])}")
         _legend(ax, 2)
     return fig

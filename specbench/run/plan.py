@@ -46,12 +46,16 @@ def _shown_schedule(config: ServerConfiguration, cfg: SweepConfig) -> Schedule |
     if config.adaptive == "threshold":
         threshold = config.threshold or cfg.threshold or DEFAULT_FIXED_THRESHOLD
         return Schedule.from_threshold(steps, threshold)
+    if config.adaptive == "schedule" and cfg.schedule:
+        return Schedule(tuple(sorted((int(k), v) for k, v in cfg.schedule.items())))
     if config.adaptive == "schedule":
         return Schedule.from_threshold(steps, DEFAULT_FIXED_THRESHOLD)
     return None
 
 
 def _schedule_source(config: ServerConfiguration, cfg: SweepConfig, schedule: Schedule) -> str:
+    if config.adaptive == "schedule" and cfg.schedule:
+        return "given"
     if config.adaptive == "schedule":
         return "tuned after the static runs; shown with a placeholder"
     if schedule.threshold == 1:

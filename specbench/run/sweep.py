@@ -379,6 +379,9 @@ class Sweep:
     def _choose_schedules(self) -> None:
         """The tuned server's schedule per prompt set (the best K per level, as batch-size
         slots), chosen once from the measured static curves and kept in the manifest."""
+        if self.cfg.schedule and not self.manifest.tuned:  # the user's, measured as given
+            self.manifest.tuned = {name: dict(self.cfg.schedule) for name in self.sets}
+            self.manifest.save(self.run_dir)
         if all(name in self.manifest.tuned for name in self.sets):
             return
         found = self.analysis()

@@ -102,6 +102,25 @@ def test_a_sweep_without_a_baseline_sets_the_dynamic_server_by_its_one_server_th
     assert "One server: EAGLE-3" in (run.path / "report.md").read_text()
 
 
+def test_a_given_schedule_is_measured_as_the_tuned_server(tmp_path: Path, port: int) -> None:
+    # `--schedule 0:5,1:3`: no static curves to tune from; the server launches at the largest K
+    # (a slot no batch reaches holds it) and runs K = 3 from batch size 1, as its JSON says.
+    proc = sweep_cli(tmp_path, port, "--modes", "eagle3,tuned", "--schedule", "0:5,1:3",
+                     "--prompts", "coding", "--concurrency", "1,16")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = results.load_run(tmp_path / "res" / "run")
+    assert run.manifest.tuned == {"coding": {"0": 5, "1": 3}}
+    slots = json.loads((run.path / "servers" / "tuned.adaptive.json").read_text())
+    assert slots == {"0": {"candidate_steps": [5]}, "1": {"candidate_steps": [3]}}
+    log = (run.path / "servers" / "tuned.log").read_text()
+    assert "--speculative-num-steps 5 " in log.splitlines()[0]
+    accept = run.summary.set_index(["mode", "concurrency"])["accept_length"]
+    assert accept[("tuned", 16)] == pytest.approx(accept[("eagle3", 16)], rel=0.05)
+    planned = sweep_cli(tmp_path, port, "--modes", "tuned", "--schedule", "0:5,1:3",
+                        "--dry-run", name="dry")
+    assert 'adaptive config (given): {"0": {"candidate_steps": [5]}, "1": ' in planned.stdout
+
+
 def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> None:
     # The server crashes after 40 requests; with no retries the sweep stops with one message.
     proc = sweep_cli(

@@ -34,7 +34,7 @@ from specbench import configurations
 from specbench.config import ServerConfig, SweepConfig
 from specbench.configurations import Schedule
 from specbench.engines import argv as argv_mod
-from specbench.engines import diagnose, server_info
+from specbench.engines import diagnose, server_info, versions
 from specbench.engines import sglang as sg
 from specbench.engines.base import Server, verify
 from specbench.engines.process import free_port
@@ -124,8 +124,14 @@ def job_where(job):
     return {"package_dir": os.path.dirname(sglang.__file__), "version": sglang.__version__}
 
 
+def job_default_slots(job):
+    from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG
+    return {"slots": {key: slot["candidate_steps"] for key, slot in DEFAULT_ADAPTIVE_CONFIG.items()
+                      if key.isdigit()}}
+
+
 JOBS = {"resolve": job_resolve, "route": job_route, "validate": job_validate,
-        "where": job_where}
+        "where": job_where, "default_slots": job_default_slots}
 
 
 def run_forked(job):
@@ -733,3 +739,13 @@ def test_simulator_resolves_like_sglang(
     assert {k: sim_info.get(k) for k in RESOLVED_KEYS} == {k: sglang_info[k] for k in RESOLVED_KEYS}
     served = {k for k in sim_info if not k.startswith("sim_")}
     assert served - set(sglang_info) - SERVER_INFO_EXTRAS == set()
+
+
+def test_the_built_in_adaptive_slots_are_sglangs(probe: Probe) -> None:
+    """What specbench sizes SGLang's default adaptive server's memory by (engines/argv.py) is
+    the wheel's own built-in config: slot 1's candidates by release, the slots above it the same
+    in every supported release."""
+    slots = probe.run({"op": "default_slots"})["slots"]
+    assert tuple(slots["1"]) == versions.release(CONTRACT_VERSION).default_slot1_steps
+    upper = {step for key, steps in slots.items() if key != "1" for step in steps}
+    assert tuple(sorted(upper)) == versions.DEFAULT_UPPER_SLOTS_STEPS
