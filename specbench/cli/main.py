@@ -89,7 +89,7 @@ app.command()(sweep)
 
 def tune(**kwargs: Any) -> None:
     """Tune a steps schedule: EAGLE-3 at K = 1, 2, 3, 5, zero-step and SGLang's default
-    adaptive, the best K per batch size as SGLang's adaptive JSON, then that server measured."""
+    adaptive, the best K (zero-step where faster) as SGLang's adaptive JSON, then that server."""
     _run_sweep(base=presets.TUNE_LAYER, **kwargs)
 
 
