@@ -24,7 +24,7 @@ function of the batch size.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -85,6 +85,11 @@ class Schedule:
     """
 
     slots: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def from_slots(cls, slots: Mapping[str, int]) -> Schedule:
+        """From SGLang's JSON keys as the manifest, analysis.json and --schedule hold them."""
+        return cls(tuple(sorted((int(key), int(steps)) for key, steps in slots.items())))
 
     @classmethod
     def from_threshold(cls, steps: int, threshold: int) -> Schedule:

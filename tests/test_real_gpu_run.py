@@ -376,19 +376,17 @@ def test_an_adaptive_server_below_its_launch_k_takes_longer_steps() -> None:
 
 def _step_ms_by_running(log: Path) -> dict[int, float]:
     """Median ms per step at each running-request count, from one-step `Decode batch` lines
-    (requests x tokens per verify / the line's tok/s)."""
-    import lzma
-    import re
+    (requests x tokens per verify / the line's tok/s), read as fit_profile.py reads them."""
     import statistics
 
-    line = re.compile(r"#running-req: (\d+),.*?accept len: ([\d.]+),.*?"
-                      r"gen throughput \(token/s\): ([\d.]+)")
+    sys.path.insert(0, str(RUNS.parents[1] / "benchmarks" / "gpu"))
+    import fit_profile  # type: ignore[import-not-found]
+
     found: dict[int, list[float]] = {}
-    with lzma.open(log, "rt") as f:
-        for text in f:
-            m = line.search(text)
-            if m and float(m.group(3)) > 0:
-                running = int(m.group(1))
-                found.setdefault(running, []).append(
-                    running * float(m.group(2)) * 1000 / float(m.group(3)))
+    for text in fit_profile.log_lines(log):
+        m = fit_profile.DECODE_RE.match(text)
+        if m and m["accept"] and float(m["tok_s"]) > 0:
+            running = int(m["batch"])
+            found.setdefault(running, []).append(
+                running * float(m["accept"]) * 1000 / float(m["tok_s"]))
     return {running: statistics.median(v) for running, v in found.items()}

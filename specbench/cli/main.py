@@ -202,7 +202,7 @@ def _chosen_schedule(run: Any, found: dict[str, Any], name: str) -> Any:
                                        int(found["recommended_threshold"]))
     slots = (entry.get("schedule") or {}).get("slots")
     if slots:
-        return Schedule(tuple(sorted((int(k), int(v)) for k, v in slots.items())))
+        return Schedule.from_slots(slots)
     one_server = entry.get("one_server") or {}
     chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
     return Schedule.from_threshold(analysis.speculative_num_steps(run), int(chosen))

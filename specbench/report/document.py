@@ -37,7 +37,7 @@ from specbench.report.context import c_star_cells, render_surface_terminal, surf
 from specbench.report.html import HTML_FILE, figure_markup, render_html
 from specbench.report.plots import FIGURE_NAMES, plot_run
 from specbench.report.provenance import measured_on
-from specbench.report.style import label, order, short_label
+from specbench.report.style import label, order, short_label, slots_text
 from specbench.report.tables import (
     acceptance_by_category,
     category_section,
@@ -239,14 +239,11 @@ def _schedule_line(set_result: Mapping[str, Any]) -> str | None:
     schedule = set_result.get("schedule") or {}
     if not schedule.get("slots"):
         return None
-    def shown(slots: Mapping[str, int]) -> str:
-        return ", ".join(f"{k}→{v}" for k, v in slots.items())
-
-    text = f"Tuned schedule (batch size → steps): {shown(schedule['slots'])}"
+    text = f"Tuned schedule (batch size → steps): {slots_text(schedule['slots'])}"
     applied = schedule.get("applied_slots")
     if applied and dict(applied) != dict(schedule["slots"]):
         # the run's tuned server ran what the analysis chose when it was measured
-        text += f" (the tuned server measured here ran {shown(applied)})"
+        text += f" (the tuned server measured here ran {slots_text(applied)})"
     if schedule.get("efficiency_min") is not None:
         text += f"; lowest efficiency {schedule['efficiency_min']:.3f}"
     if schedule.get("vs_sglang_default_geomean") is not None:

@@ -32,6 +32,7 @@ from specbench.report.style import (
     label,
     order,
     set_title,
+    slots_text,
     style,
 )
 from specbench.report.style import legend as _legend
@@ -355,16 +356,12 @@ def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
     return fig
 
 
-def _slots_text(slots: dict[str, int]) -> str:
-    return ", ".join(f"{key}→{k}" for key, k in slots.items())
-
-
 def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
     """(6) The best K per level and the batch-size slots the tuned server uses."""
     sets = [s for s, r in result["prompt_sets"].items() if (r.get("schedule") or {}).get("slots")]
     if not sets:
         return None
-    shown = "; ".join(f"{s} {_slots_text(result['prompt_sets'][s]['schedule']['slots'])}"
+    shown = "; ".join(f"{s} {slots_text(result['prompt_sets'][s]['schedule']['slots'])}"
                       for s in sets)
     fig, axes = _panels(1, len(sets), f"Tuned steps per batch size (slot → K): {shown}")
     for ax, prompt_set in zip(axes[0], sets, strict=True):
@@ -389,7 +386,7 @@ def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
         ax.set_ylabel("draft steps K")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.4, max(*per_level.values(), *measured.values()) + 0.6)
-        set_title(ax, f"{prompt_set}: {_slots_text(sched['slots'])}")
+        set_title(ax, f"{prompt_set}: {slots_text(sched['slots'])}")
         _legend(ax, 2)
     return fig
 

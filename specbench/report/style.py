@@ -5,7 +5,7 @@ an open-loop run's figures)."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,11 @@ def style(name: str) -> dict[str, Any]:
     if name == "sglang-default":
         return {**_LINE, "ls": ":", "lw": 2.0}
     return dict(_LINE)
+
+
+def slots_text(slots: Mapping[str, int]) -> str:
+    """A schedule's slots as the report and its figure write them: `1→3, 71→0`."""
+    return ", ".join(f"{key}→{steps}" for key, steps in slots.items())
 
 
 def panels(n_rows: int, n_cols: int, title: str) -> tuple[Figure, np.ndarray]:

@@ -47,7 +47,7 @@ def _shown_schedule(config: ServerConfiguration, cfg: SweepConfig) -> Schedule |
         threshold = config.threshold or cfg.threshold or DEFAULT_FIXED_THRESHOLD
         return Schedule.from_threshold(steps, threshold)
     if config.adaptive == "schedule" and cfg.schedule:
-        return Schedule(tuple(sorted((int(k), v) for k, v in cfg.schedule.items())))
+        return Schedule.from_slots(cfg.schedule)
     if config.adaptive == "schedule":
         return Schedule.from_threshold(steps, DEFAULT_FIXED_THRESHOLD)
     return None

@@ -249,7 +249,7 @@ class Sweep:
                 if n in stored
             }
         if config.adaptive == "schedule":
-            return {n: Schedule(tuple(sorted((int(k), v) for k, v in slots.items())))
+            return {n: Schedule.from_slots(slots)
                     for n, slots in self.manifest.tuned.items() if n in self.sets}
         return dict.fromkeys(self.sets)
 
