@@ -577,6 +577,11 @@ def test_schedule_efficiency_and_sglang_default(tmp_path: Path) -> None:
     assert set(intervals) == set(sched["vs_sglang_default"])
     assert all(lo < sched["vs_sglang_default"][c] < hi and hi / lo < 1.5
                for c, (lo, hi) in intervals.items())
+    # E's interval: against the static configuration each level's E comes from.
+    efficiency = sched["efficiency_interval"]
+    assert set(efficiency) == set(sched["efficiency"])
+    assert all(lo < sched["efficiency"][c] < hi and hi / lo < 1.5
+               for c, (lo, hi) in efficiency.items())
     assert sched["applied_slots"] == {"1": 5, "8": 3, "30": 2, "104": 0}
     text = analysis.threshold_summary(run)
     assert "tuned schedule (batch size: steps) {'1': 5, '35': 0}" in text

@@ -32,14 +32,15 @@ REPO=$(pwd)
 S=/tmp/sb
 log=/tmp/session.log
 
-profiled() {  # RUN_DIR MODES LEVELS [sweep options]: coding, a kernel profile per server and level
-  local run=$1 modes=$2 levels=$3
+profiled() {  # RUN_DIR MODES LEVELS [sweep options]: a kernel profile per server and level
+  local run=$1 modes=$2 levels=$3  # the prompt set: PROMPTS (default coding)
   shift 3
   bash benchmarks/gpu/h200_sweep.sh "$run" /tmp/models/target /tmp/models/draft --plan dense \
-    --warmup-s 2 --window-s 12 --modes "$modes" --prompts coding --concurrency "$levels" "$@" &
+    --warmup-s 2 --window-s 12 --modes "$modes" --prompts "${PROMPTS:-coding}" \
+    --concurrency "$levels" "$@" &
   local sweep=$! prof=/tmp/prof-$(basename "$run")
   python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels "$levels" \
-    --modes "$modes" --out "$prof" --until-pid $sweep
+    --modes "$modes" --out "$prof" --until-pid $sweep --min-frac "${MIN_FRAC:-0.9}"
   wait $sweep
   python3 benchmarks/gpu/profile_steps.py summarize "$prof" | tee "$run/profile-steps.txt"
   cp "$prof/steps.json" "$run/profile-steps.json"
@@ -55,9 +56,10 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
   # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps, fiprof, nograph,
-  # tune (84 of 84 points), zprof (H100). Left: launchk (H100), tune and fisteps on the
-  # profiles' card (an H200). The steps run in the order written here, whatever the order in STEPS.
-  local default_steps="launchk"
+  # tune (84 of 84 points; the tuned agentic server again with one drafting K, its old points
+  # dropped by benchmarks/gpu/drop_points.py), zprof, launchk, zprofa (H100). Left: zsteps
+  # (H100). The steps run in the order written here, whatever the order in STEPS.
+  local default_steps="zsteps"
   [[ $card == h200 ]] && default_steps="tune fisteps"
   local steps=" ${STEPS:-$default_steps} "
   # 0. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
@@ -123,6 +125,17 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   #     charge; the kernels say whether that is the verify's attention or the host.
   [[ $steps == *" zprof "* ]] && profiled "$R/$N-coding-prof-zero-step" zero-step \
     16,32,64,128 --skip-zero-step-draft-extend
+  # 7e. Zero-step and the plain server at agentic contexts (issue 37): zero-step's one-token
+  #     verify read 1.21-1.34 plain decodes' KV at coding contexts (zprof); the held-out agentic
+  #     zero-step points are 16-17% off at 32 and 128. The same profile with agentic's 3-4k.
+  [[ $steps == *" zprofa "* ]] && PROMPTS=agentic MIN_FRAC=0.8 profiled "$R/$N-agentic-prof" \
+    baseline,zero-step 32,64,128 --skip-zero-step-draft-extend
+  # 7f. The same two at agentic contexts one step a log line (issue 37): a profile's 20 steps
+  #     there mix in long prefills (zprofa), the decode lines of one step each do not.
+  [[ $steps == *" zsteps "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-agentic-steps" \
+    "${M[@]}" --plan dense --warmup-s 2 --window-s 8 --modes baseline,zero-step \
+    --skip-zero-step-draft-extend --prompts agentic --concurrency 16,32,64,128 \
+    --server-arg "--decode-log-interval 1"
   # 8. An adaptive server below its launch K (issue 40): the tuned agentic server, launched at
   #    K = 5, ran K = 3 with 12-26% longer steps than the static K = 3 server. One launch at 5
   #    running K = 3 from batch size 1 (slot 0 holds the 5), against static K = 3: a log line

@@ -30,6 +30,7 @@ from rich.table import Table
 
 from specbench.analysis import current_analysis, point_means
 from specbench.analysis.mix import chosen_threshold
+from specbench.analysis.schedule import EFFICIENCY_TARGET
 from specbench.metrics import explain_flag
 from specbench.report import arrivals
 from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
@@ -246,6 +247,12 @@ def _schedule_line(set_result: Mapping[str, Any]) -> str | None:
         text += f" (the tuned server measured here ran {slots_text(applied)})"
     if schedule.get("efficiency_min") is not None:
         text += f"; lowest efficiency {schedule['efficiency_min']:.3f}"
+        under = {c: band for c, band in (schedule.get("efficiency_interval") or {}).items()
+                 if schedule["efficiency"][c] < EFFICIENCY_TARGET}
+        if under:  # where the tuned server fell behind a static one, and how surely
+            shown = ", ".join(f"c={c} {schedule['efficiency'][c]:.3f} [{lo:.3f}–{hi:.3f}]"
+                              for c, (lo, hi) in sorted(under.items(), key=lambda i: int(i[0])))
+            text += f" (under {EFFICIENCY_TARGET}, 95% within one launch: {shown})"
     if schedule.get("vs_sglang_default_geomean") is not None:
         text += f"; vs SGLang's default ×{schedule['vs_sglang_default_geomean']:.3f} (geomean)"
     intervals = schedule.get("vs_sglang_default_interval") or {}

@@ -121,6 +121,35 @@ def test_a_given_schedule_is_measured_as_the_tuned_server(tmp_path: Path, port: 
     assert 'adaptive config (given): {"0": {"candidate_steps": [5]}, "1": ' in planned.stdout
 
 
+def test_dropped_points_are_measured_again_on_resume(tmp_path: Path, port: int) -> None:
+    # benchmarks/gpu/drop_points.py (issue 40's tuned agentic server measured again): the tuned
+    # points of one set and its schedule go, the old server's log stays under a new name, and
+    # `--resume` measures them again with the schedule chosen again.
+    import subprocess
+    import sys
+
+    proc = sweep_cli(tmp_path, port, "--modes", "eagle3,tuned", "--schedule", "1:3",
+                     "--prompts", "coding", "--concurrency", "1,16")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = tmp_path / "res" / "run"
+    script = Path(__file__).parents[2] / "benchmarks" / "gpu" / "drop_points.py"
+    dropped = subprocess.run([sys.executable, str(script), str(run_dir), "tuned", "coding",
+                              "--keep-log-as", "first"], capture_output=True, text=True)
+    assert dropped.returncode == 0, dropped.stderr
+    assert "dropped 2 points: tuned/coding/c1-r0, tuned/coding/c16-r0" in dropped.stdout
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["tuned"] == {} and manifest["status"] == "interrupted"
+    assert [k for k in point_keys(run_dir) if k[0] == "tuned"] == []
+    assert (run_dir / "servers" / "tuned.first.adaptive.json").exists()
+    done = run_cli(["sweep", "--resume", str(run_dir)], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = results.load_run(run_dir)
+    assert run.manifest.status == "complete" and run.manifest.tuned == {"coding": {"1": 3}}
+    assert [k for k in point_keys(run_dir) if k[0] == "tuned"] == [
+        ("tuned", "coding", 1, 0), ("tuned", "coding", 16, 0)]
+    assert (run_dir / "servers" / "tuned.adaptive.json").exists()
+
+
 def test_server_killed_mid_point_names_the_log(tmp_path: Path, port: int) -> None:
     # The server crashes after 40 requests; with no retries the sweep stops with one message.
     proc = sweep_cli(
