@@ -22,7 +22,9 @@
 #   PLAN (default: this script's `plan` below) under setsid, so it outlives the call.
 # - On a machine a previous call set up (still warm: the next call came within 30 s), it only
 #   waits: the sweeps go on where they are, servers up, caches warm.
-# - Either way it sleeps WAIT_S, then writes $OUT/runs.tar.xz (every run directory, resumable),
+# - Either way it returns WAIT_S seconds after it started (the bare machine's setup, 60-90 s,
+#   included: a call is cut at 600 s, so 540 leaves the archives time), or once the plan has
+#   ended, and writes $OUT/runs.tar.xz (every run directory, resumable),
 #   $OUT/session.log and $OUT/kernel-cache.tar.xz (carry it into the next bare machine's
 #   call). A run cut short by a lost
 #   machine resumes from the last runs.tar.xz: h200_sweep.sh resumes a run directory it finds.
@@ -168,8 +170,9 @@ if [ ! -f "$S/started" ]; then
 else
   echo "[device_call] warm machine: the runs go on" >> "$log"
 fi
-# Wait WAIT_S, or less once the plan has ended (a warm call would otherwise hold an idle GPU).
-end_s=$((SECONDS + ${WAIT_S:-540}))
+# Until WAIT_S after the start (setup included: SECONDS counts from it), or less once the plan
+# has ended (a warm call would otherwise hold an idle GPU).
+end_s=${WAIT_S:-540}
 while (( SECONDS < end_s )) && ! grep -q '^\[device_call\] all runs done' "$log"; do sleep 5; done
 cd /tmp || exit 1
 if [ -d runs ]; then tar cf - runs | nice -n 19 xz -T2 -3 > "$OUT/runs.tar.xz"; fi

@@ -149,6 +149,22 @@ def mode_of(log: Path) -> str | None:
     return stem if stem in MODES else None
 
 
+def decode_log_interval(run_dir: Path) -> int:
+    """The run's --decode-log-interval (its servers' argv in the manifest; SGLang's 40 if not
+    given): a run logged every step read as 40-step lines would add 40 steps' output to every
+    request's context at each line."""
+    try:
+        servers = json.loads((run_dir / "manifest.json").read_text())["servers"]
+    except (OSError, ValueError, KeyError):
+        return LOG_INTERVAL_STEPS
+    for server in servers.values():
+        argv = [str(a) for a in server.get("argv", [])]
+        for i, arg in enumerate(argv[:-1]):
+            if arg == "--decode-log-interval":
+                return int(argv[i + 1])
+    return LOG_INTERVAL_STEPS
+
+
 def log_lines(path: Path) -> list[str]:
     """A server log's lines; committed runs keep their logs xz-compressed (``*.log.xz``)."""
     if path.suffix == ".xz":
@@ -882,6 +898,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     servers = args.run_dir / "servers"
+    interval = decode_log_interval(args.run_dir)
     logs = sorted([*servers.glob("*.log"), *servers.glob("*.log.xz")], key=launch_order)
     samples: list[StepSample] = []
     intervals: list[PrefillInterval] = []
@@ -899,8 +916,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for log, lines in zip([lg for lg in logs if lg.name.split(".")[0] == name], found,
                               strict=True):
-            samples += parse_decode_log(log, mode, lines=lines)
-            intervals += parse_prefill_intervals(log, mode, lines=lines)
+            samples += parse_decode_log(log, mode, interval, lines=lines)
+            intervals += parse_prefill_intervals(log, mode, interval, lines=lines)
     if not samples:
         print(f"no steady decode lines in {args.run_dir}/servers/*.log", file=sys.stderr)
         return 2

@@ -64,7 +64,7 @@ def relative_to_best(
             if best > 0:
                 by_level[str(c)] = round(tok_s / best, 4)
             continue
-        ratios = [_ratio(tok_s, curve[c], None if paired is None else paired(name, c))
+        ratios = [paired_ratio(tok_s, curve[c], None if paired is None else paired(name, c))
                   for name, curve in curves.items()]
         known = [r for r in ratios if r is not None]
         if known:
@@ -72,7 +72,8 @@ def relative_to_best(
     return Relative(by_level, interpolated, outside)
 
 
-def _ratio(tok_s: float, other: float, paired: float | None) -> float | None:
+def paired_ratio(tok_s: float, other: float, paired: float | None) -> float | None:
+    """The same requests' ratio where there is one, else the windows' (None: no divisor)."""
     if paired is not None:
         return paired
     return tok_s / other if other > 0 else None

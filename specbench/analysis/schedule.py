@@ -57,7 +57,7 @@ from specbench.analysis.curves import (
     mean_by_level,
     threshold_from_batch,
 )
-from specbench.analysis.efficiency import relative_to_best
+from specbench.analysis.efficiency import paired_ratio, relative_to_best
 from specbench.analysis.intervals import PairedRequests, band, ratio_curve, ratio_draws
 from specbench.errors import ConfigError
 from specbench.results import Run
@@ -194,8 +194,11 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     vs = relative_to_best(tuned, {SGLANG_DEFAULT: default}, paired=paired) if default else None
     vs_default = {c: r for c, r in vs.by_level.items() if int(c) in default} if vs else {}
     # Each level's E is its ratio to the static configuration it comes closest to losing to.
-    binding = {c: min((name for name, curve in curves.items()),
-                      key=lambda name: _ratio_to(tuned[c], curves[name][c], paired(name, c)))
+    def ratio(name: str, c: int) -> float:
+        found = paired_ratio(tuned[c], curves[name][c], paired(name, c))
+        return math.inf if found is None else found
+
+    binding = {c: min(curves, key=lambda name: ratio(name, c))
                for c in tuned if all(c in curve for curve in curves.values())}
     return {
         "efficiency": relative.by_level,
@@ -210,10 +213,6 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
         "vs_sglang_default_geomean": (round(geomean(list(vs_default.values())), 4)
                                       if vs_default else None),
     }
-
-
-def _ratio_to(tok_s: float, other: float, paired: float | None) -> float:
-    return paired if paired is not None else tok_s / other if other > 0 else math.inf
 
 
 def _ratio_interval(run: Run, prompt_set: str, requests: PairedRequests,
