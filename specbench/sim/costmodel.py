@@ -119,9 +119,12 @@ def decode_step(
     num_draft_tokens: int | None = None,
     skip_zero_step_draft_extend: bool = False,
     longest_context_tokens: float | None = None,
+    shared_read_tokens: float = 0.0,
 ) -> StepCost:
     """One decode forward for `batch` requests reading `kv_tokens` KV entries in total, the
-    longest request `longest_context_tokens` of them (None: all alike).
+    longest request `longest_context_tokens` of them (None: all alike), `shared_read_tokens`
+    of them blocks another running request also reads (charged at the profile's
+    ``shared_read_fraction`` of a first read).
 
     `speculative` False is the plain (baseline) server. For a speculative server `num_steps`
     is the step count routed for this batch: 0 is SGLang's trivial one-token verify plus a
@@ -137,6 +140,8 @@ def decode_step(
     context = kv_tokens / batch  # the walk's length: the mean request, plus the tail's share
     if longest_context_tokens is not None and o.walk_tail_batch > 0:
         context += max(0.0, longest_context_tokens - context) * min(1.0, o.walk_tail_batch / batch)
+    # The bandwidth's share: a shared block's later reads at a fraction of the first.
+    kv_tokens -= (1.0 - o.shared_read_fraction) * min(shared_read_tokens, kv_tokens)
     if not speculative:
         parts = {
             "target_linear": tl.time_ms(batch),

@@ -56,6 +56,7 @@ class PrefixCache:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self._locked: dict[bytes, int] = {}  # key -> running requests holding it
+        self._extra_holds = 0  # sum over locked blocks of (holders - 1): reads of a shared block
         self._evictable: OrderedDict[bytes, None] = OrderedDict()  # oldest first
         self.hit_tokens = 0  # since start or the last flush: prompt tokens served from cache
         self.query_tokens = 0  # prompt tokens looked up
@@ -67,6 +68,12 @@ class PrefixCache:
     @property
     def size_tokens(self) -> int:
         return self.size_blocks * BLOCK_TOKENS
+
+    @property
+    def shared_read_tokens(self) -> int:
+        """KV tokens that running requests read beyond a block's first holder: a prefix held by
+        n running requests counts n - 1 times."""
+        return self._extra_holds * BLOCK_TOKENS
 
     @property
     def evictable_tokens(self) -> int:
@@ -92,6 +99,7 @@ class PrefixCache:
         for key in keys:
             if key in self._locked:
                 self._locked[key] += 1
+                self._extra_holds += 1
             else:
                 if key in self._evictable:
                     del self._evictable[key]
@@ -114,6 +122,7 @@ class PrefixCache:
                 continue
             if held > 1:
                 self._locked[key] = held - 1
+                self._extra_holds -= 1
             else:
                 del self._locked[key]
                 self._evictable[key] = None

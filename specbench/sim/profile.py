@@ -69,6 +69,13 @@ class Overheads:
     # The walk is over mean + (longest - mean) x min(1, walk_tail_batch / B) tokens. 0 = the
     # mean request's walk at every batch.
     walk_tail_batch: float = 0.0
+    # What a running request's read of a prefix block that another running request also holds
+    # costs, against a first read: 1 = every request's whole context at the attention's
+    # bandwidth. Agentic requests share long prefixes; an H100's one-step lines put it at
+    # 0.3-0.5 (benchmarks/gpu/shared_prefix_reads.py). The walk is unchanged. No bundled
+    # profile sets it: at 0.4 the FlashInfer profile's held-out agentic tok/s went from 15 to
+    # 13 of 18 levels within 15% (benchmarks/README.md, "The mechanism from the logs").
+    shared_read_fraction: float = 1.0
 
 
 @dataclass(frozen=True)

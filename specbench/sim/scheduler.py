@@ -321,6 +321,7 @@ class Scheduler(kvpool.PoolAccounting):
             num_draft_tokens=self.settings.speculative_num_draft_tokens,
             skip_zero_step_draft_extend=self.settings.skip_zero_step_draft_extend,
             longest_context_tokens=max(contexts, default=0),
+            shared_read_tokens=self.cache.shared_read_tokens,
         )
         self._last_was_decode = True
         return _Forward("decode", cost.total_ms / 1e3, batch, [], steps, kv_tokens)

@@ -112,6 +112,27 @@ def test_verify_reads_kv_at_kappa(profile) -> None:
     assert ratio == pytest.approx(profile.overheads.verify_kappa)
 
 
+def test_a_shared_prefix_read_costs_its_fraction_of_the_bandwidth(profile) -> None:
+    # Half of 64 x 4000 KV tokens are later reads of shared blocks: at shared_read_fraction 0.5
+    # the attention's bandwidth share reads 3/4 of them; the walk (per request) is unchanged;
+    # at the default 1 a shared block costs what any block does.
+    walkless = {"serial_ns_per_token_layer": 0.0, "verify_serial_ns_per_token_layer": 0.0}
+    plain = dataclasses.replace(
+        profile, target_attention=dataclasses.replace(profile.target_attention, **walkless))
+    b, kv = 64, 64 * 4000
+    fixed = plain.target_attention.n_layers * plain.target_attention.layer_fixed_ms
+
+    def attention(p, shared: float) -> float:
+        parts = decode_step(p, b, kv, speculative=False, shared_read_tokens=shared).parts
+        return parts["target_attention"] - fixed
+
+    assert profile.overheads.shared_read_fraction == 1.0
+    assert attention(plain, kv / 2) == pytest.approx(attention(plain, 0.0))
+    half = dataclasses.replace(
+        plain, overheads=dataclasses.replace(plain.overheads, shared_read_fraction=0.5))
+    assert attention(half, kv / 2) == pytest.approx(0.75 * attention(half, 0.0))
+
+
 def test_prefill_costs_grow_with_prompt_and_draft_extend(profile) -> None:
     short = prefill_step(profile, [(1000, 0)], speculative=False).total_ms
     long = prefill_step(profile, [(8000, 0)], speculative=False).total_ms

@@ -43,6 +43,22 @@ def test_match_lock_unlock_and_lru_eviction() -> None:
     assert cache.size_blocks == 0 and cache.match(b) == 0
 
 
+def test_shared_reads_count_each_block_beyond_its_first_holder() -> None:
+    cache = PrefixCache()
+    common = block_keys("x" * 3 * BLOCK_CHARS)
+    own = block_keys("x" * 3 * BLOCK_CHARS + "y" * BLOCK_CHARS)  # the same 3 blocks and its own
+    cache.lock(common)
+    assert cache.shared_read_tokens == 0
+    cache.lock(own)
+    cache.lock(common)
+    assert cache.shared_read_tokens == 2 * 3 * BLOCK_TOKENS  # 3 blocks, 3 holders each
+    cache.unlock(common)
+    cache.unlock(own)
+    assert cache.shared_read_tokens == 0
+    cache.unlock(common)
+    assert cache.shared_read_tokens == 0
+
+
 def test_disabled_cache_never_hits() -> None:
     cache = PrefixCache(enabled=False)
     keys = block_keys("x" * 4 * BLOCK_CHARS)
