@@ -12,22 +12,23 @@ with SUFFIX (the old server's evidence stays in the run) or, without it, left to
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from specbench.results import measured_keys, point_path, read_manifest
 
 
 def drop(run_dir: Path, mode: str, prompt_set: str, keep_log_as: str | None) -> list[str]:
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text())
-    prefix = f"{mode}/{prompt_set}/"
-    dropped = [key for key in manifest["points"] if key.startswith(prefix)]
-    for key in dropped:
-        del manifest["points"][key]
-        (run_dir / "points" / f"{key}.parquet").unlink(missing_ok=True)
+    manifest = read_manifest(run_dir)
+    keys = sorted((k for k in measured_keys(run_dir)
+                   if (k.mode, k.prompt_set) == (mode, prompt_set)),
+                  key=lambda k: (k.concurrency, k.repeat))
+    for key in keys:
+        manifest.points.pop(key.label, None)
+        point_path(run_dir, key).unlink()
     if mode == "tuned":
-        manifest["tuned"].pop(prompt_set, None)
-    server = manifest["servers"].get(mode, {})
-    server.get("per_prompt_set", {}).pop(prompt_set, None)
+        manifest.tuned.pop(prompt_set, None)
+    if mode in manifest.servers:
+        manifest.servers[mode].per_prompt_set.pop(prompt_set, None)
     if keep_log_as:
         # The server of one set is `<mode>-<set>` where the sets' servers differ, else `<mode>`.
         servers = run_dir / "servers"
@@ -37,9 +38,9 @@ def drop(run_dir: Path, mode: str, prompt_set: str, keep_log_as: str | None) -> 
             old = servers / f"{stem}.{ext}"
             if stem is not None and old.exists():
                 old.rename(old.with_name(f"{stem}.{keep_log_as}.{ext}"))
-    manifest["status"] = "interrupted"
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-    return dropped
+    manifest.status = "interrupted"
+    manifest.save(run_dir)
+    return [key.label for key in keys]
 
 
 def main() -> None:

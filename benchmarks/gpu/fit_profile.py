@@ -92,6 +92,7 @@ from fit_frontend import (  # type: ignore[import-not-found]  # this script's fo
 )
 
 from specbench.prompts import load_prompt_set
+from specbench.results import RunDirError, read_manifest
 from specbench.sim.costmodel import Profile, decode_step, load_profile, prefill_step
 from specbench.sim.workload import pre_tokenizer_pieces, render_chat, render_message_text
 
@@ -154,11 +155,11 @@ def decode_log_interval(run_dir: Path) -> int:
     given): a run logged every step read as 40-step lines would add 40 steps' output to every
     request's context at each line."""
     try:
-        servers = json.loads((run_dir / "manifest.json").read_text())["servers"]
-    except (OSError, ValueError, KeyError):
+        servers = read_manifest(run_dir).servers
+    except RunDirError:
         return LOG_INTERVAL_STEPS
     for server in servers.values():
-        argv = [str(a) for a in server.get("argv", [])]
+        argv = [str(a) for a in server.argv]
         for i, arg in enumerate(argv[:-1]):
             if arg == "--decode-log-interval":
                 return int(argv[i + 1])

@@ -57,9 +57,8 @@ def median_errors(found: list[Any], grid: np.ndarray) -> list[float]:
     return errors
 
 
-def real_over_model(found: list[Any], share: float) -> float:
+def real_over_model(found: list[Any], profile: Any, share: float) -> float:
     """Median real step / the profile's at each line's own contexts, shared reads at `share`."""
-    profile = load_profile(PROFILE)
     profile = dataclasses.replace(
         profile, overheads=dataclasses.replace(profile.overheads, shared_read_fraction=share))
     return statistics.median(
@@ -84,15 +83,16 @@ def main() -> None:
               + f"   {grid[int(np.argmin(errors))]:.1f}")
 
     coding = [x for x in by_set["coding"] if x.batch <= 64]
-    agentic = {mode: samples(RUNS / f"{prefix}{SETS['agentic']}", mode)
-               for mode in ("baseline", "zero-step")}
+    agentic = {"baseline": by_set["agentic"],
+               "zero-step": samples(RUNS / f"{prefix}{SETS['agentic']}", "zero-step")}
     print(f"\n2. {PROFILE} at s: agentic real / model over the card's factor, plain / "
           "zero-step, by running count")
+    profile = load_profile(PROFILE)
     for share in (1.0, 0.7, 0.5, 0.4, 0.3, 0.0):
-        card = real_over_model(coding, share)  # coding shares nothing: the same at every s
+        card = real_over_model(coding, profile, share)  # coding shares nothing: any s
         cells = "  ".join(
             f"{b:>3d}: " + " / ".join(
-                f"{real_over_model([x for x in found if x.batch == b], share) / card:.2f}"
+                f"{real_over_model([x for x in found if x.batch == b], profile, share) / card:.2f}"
                 for found in agentic.values())
             for b in LEVELS)
         print(f"s = {share:.1f} (card {card:.3f})  {cells}")

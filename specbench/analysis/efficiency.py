@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specbench.analysis.curves import value_at
 
@@ -30,6 +30,9 @@ class Relative:
     by_level: dict[str, float]
     interpolated: list[int]
     outside: list[int]
+    # At each level every curve measured: the curve the ratio is to (the one it comes closest
+    # to losing to).
+    closest: dict[int, str] = field(default_factory=dict)
 
     @property
     def minimum(self) -> float | None:
@@ -51,6 +54,7 @@ def relative_to_best(
     by_level: dict[str, float] = {}
     interpolated: list[int] = []
     outside: list[int] = []
+    closest: dict[int, str] = {}
     if not curves:
         return Relative(by_level, interpolated, outside)
     for c, tok_s in sorted(values.items()):
@@ -64,16 +68,16 @@ def relative_to_best(
             if best > 0:
                 by_level[str(c)] = round(tok_s / best, 4)
             continue
-        ratios = [paired_ratio(tok_s, curve[c], None if paired is None else paired(name, c))
-                  for name, curve in curves.items()]
-        known = [r for r in ratios if r is not None]
+        ratios = {name: _ratio(tok_s, curve[c], None if paired is None else paired(name, c))
+                  for name, curve in curves.items()}
+        known = {name: r for name, r in ratios.items() if r is not None}
         if known:
-            by_level[str(c)] = round(min(known), 4)
-    return Relative(by_level, interpolated, outside)
+            closest[c] = min(known, key=lambda name: known[name])
+            by_level[str(c)] = round(known[closest[c]], 4)
+    return Relative(by_level, interpolated, outside, closest)
 
 
-def paired_ratio(tok_s: float, other: float, paired: float | None) -> float | None:
-    """The same requests' ratio where there is one, else the windows' (None: no divisor)."""
+def _ratio(tok_s: float, other: float, paired: float | None) -> float | None:
     if paired is not None:
         return paired
     return tok_s / other if other > 0 else None

@@ -57,7 +57,7 @@ from specbench.analysis.curves import (
     mean_by_level,
     threshold_from_batch,
 )
-from specbench.analysis.efficiency import paired_ratio, relative_to_best
+from specbench.analysis.efficiency import relative_to_best
 from specbench.analysis.intervals import PairedRequests, band, ratio_curve, ratio_draws
 from specbench.errors import ConfigError
 from specbench.results import Run
@@ -193,16 +193,9 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     relative = relative_to_best(tuned, curves, paired=paired)
     vs = relative_to_best(tuned, {SGLANG_DEFAULT: default}, paired=paired) if default else None
     vs_default = {c: r for c, r in vs.by_level.items() if int(c) in default} if vs else {}
-    # Each level's E is its ratio to the static configuration it comes closest to losing to.
-    def ratio(name: str, c: int) -> float:
-        found = paired_ratio(tuned[c], curves[name][c], paired(name, c))
-        return math.inf if found is None else found
-
-    binding = {c: min(curves, key=lambda name: ratio(name, c))
-               for c in tuned if all(c in curve for curve in curves.values())}
     return {
         "efficiency": relative.by_level,
-        "efficiency_interval": _ratio_interval(run, prompt_set, requests, binding,
+        "efficiency_interval": _ratio_interval(run, prompt_set, requests, relative.closest,
                                                relative.by_level),
         "efficiency_interpolated": relative.interpolated,
         "efficiency_min": relative.minimum,
