@@ -40,8 +40,9 @@ _LINE = re.compile(r"^(\s*)([A-Za-z_]+)(\s*=\s*)([0-9.eE+-]+)(.*)$")
 def rewrite_profile(target: Path, step_factor: float = 1.0, alpha_factor: float = 1.0) -> Path:
     """Copy the default profile with every step cost times `step_factor` and alphas scaled.
 
-    Times (``*_ms``, ``*_us``) are multiplied and rates (``*_per_s``) divided, so every forward
-    takes `step_factor` as long; acceptance alphas are multiplied by `alpha_factor`.
+    Times (``*_ms``, ``*_us``, and the walks' ``*_ns_per_token_layer``) are multiplied and
+    rates (``*_per_s``) divided, so every forward takes `step_factor` as long; acceptance
+    alphas are multiplied by `alpha_factor`.
     """
     section = ""
     out = []
@@ -52,7 +53,7 @@ def rewrite_profile(target: Path, step_factor: float = 1.0, alpha_factor: float 
         m = _LINE.match(line)
         if m:
             key, value = m.group(2), float(m.group(4))
-            if section in STEP_SECTIONS and key.endswith(("_ms", "_us")):
+            if section in STEP_SECTIONS and ("_ns_" in key or key.endswith(("_ms", "_us"))):
                 value *= step_factor
             elif section in STEP_SECTIONS and key.endswith("_per_s"):
                 value /= step_factor
