@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +23,8 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from specbench import results
 from specbench.config import ServerConfig
@@ -191,6 +194,18 @@ def assert_no_process_left(port: int, wait_s: float = 0.0) -> None:
     while (left := specbench_processes(port)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left == [], f"left running: {left}"
+
+
+def nothing_lost_nothing_left(run_dir: Path, port: int) -> pd.DataFrame:
+    """Manifest, point files and summary agree; no simulated server is still running."""
+    assert_no_process_left(port)  # no server outlived the sweep
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    ok = {label for label, p in manifest["points"].items() if p["status"] == "ok"}
+    on_disk = {k.label for k in results.measured_keys(run_dir)}
+    assert ok == on_disk
+    summary = pd.read_csv(run_dir / "summary.csv") if on_disk else pd.DataFrame()
+    assert len(summary) == len(on_disk)
+    return summary
 
 
 @contextlib.contextmanager

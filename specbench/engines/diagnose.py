@@ -194,8 +194,8 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
     ),
     _rule(
         "subprocess_crashed",
-        r"(?P<detail>.*Subprocess .* crashed with exit code.*)$",
-        "an SGLang worker process crashed ({detail})",
+        r"(?P<detail>Subprocess \S+ \(pid=\d+\) crashed with exit code -?\d+)",
+        "an SGLang worker process died ({detail})",
         "read the log above that line for the crash (often NCCL or a CUDA error)",
         "Subprocess {name} (pid={proc.pid}) crashed",
     ),

@@ -94,14 +94,19 @@ def http_get(url: str, timeout_s: float = 2.0, token: str | None = None) -> tupl
         return int(exc.code), exc.read()
 
 
+def kept_log_path(path: Path) -> Path:
+    """Where `fresh_log` will keep the log now at `path`: the first free `<name>.<n>.log`."""
+    n = 1
+    while (older := path.with_name(f"{path.stem}.{n}{path.suffix}")).exists():
+        n += 1
+    return older
+
+
 def fresh_log(path: Path) -> Path:
     """Keep an earlier start's log as `<name>.<n>.log` so this start's log holds only its own
     lines (a restart's diagnosis must not read the previous server's shutdown)."""
     if path.exists():
-        n = 1
-        while (older := path.with_name(f"{path.stem}.{n}{path.suffix}")).exists():
-            n += 1
-        path.rename(older)
+        path.rename(kept_log_path(path))
     return path
 
 

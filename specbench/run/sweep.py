@@ -29,6 +29,7 @@ from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server
 from specbench.engines.base import server_log
+from specbench.engines.process import kept_log_path
 from specbench.errors import UserError
 from specbench.goodput import Slo
 from specbench.load import arrivals, procs, protocols, runner
@@ -37,7 +38,14 @@ from specbench.results.manifest import ServerRecord
 from specbench.run import adaptive
 from specbench.run.plan import levels_for
 from specbench.run.progress import SweepProgress
-from specbench.run.verdicts import check_context, failed_requests, log_size, stalled, switches_since
+from specbench.run.verdicts import (
+    check_context,
+    crash_cause,
+    failed_requests,
+    log_size,
+    stalled,
+    switches_since,
+)
 
 
 class SweepError(UserError, RuntimeError):
@@ -513,9 +521,16 @@ class Sweep:
                 )
                 self._record_point(key, server, result, record, switches)
                 return
+            cause = crash_cause(server.log_path, log_from)
+            restarting = self.engine.can_restart and attempts <= self.cfg.max_point_retries
+            # A restart moves the dead server's log aside (process.fresh_log): name it there.
+            log_path = (kept_log_path(server.log_path) if restarting and server.log_path
+                        else server.log_path)
             message = (
-                f"{key.label}: the {key.mode} server went away mid-point; "
-                + (f"see its log {server.log_path}" if server.log_path
+                f"{key.label}: the {key.mode} server went away mid-point"
+                + (f": {cause}" if cause else "")
+                + "; "
+                + (f"see its log {log_path}" if log_path
                    else f"it stopped answering at {server.base_url}")
             )
             errors.append(message)
@@ -523,7 +538,7 @@ class Sweep:
                                  gpu_s=held_gpu_s)
             self._set_point(key, failed)
             self.console.print(f"[red]error:[/] {message}")
-            if not self.engine.can_restart or attempts > self.cfg.max_point_retries:
+            if not restarting:
                 raise SweepError(
                     f"{message}; gave up after {attempts} attempt(s). Fix the server, then "
                     f"continue with: specbench sweep --resume {self.run_dir}"

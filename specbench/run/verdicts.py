@@ -8,6 +8,8 @@
   any load.
 - :func:`switches_since`: the runtime-state switches an adaptive server's log shows during a
   point (an open-loop point's batch moves across T).
+- :func:`crash_cause`: what a server that died mid-point logged as the cause, if specbench
+  knows the line (engines/diagnose.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from specbench import metrics, prompts
+from specbench.engines import diagnose
 from specbench.errors import ConfigError
 from specbench.load import runner
 
@@ -183,3 +186,18 @@ def switches_since(path: Path | None, start: int | None) -> int | None:
             return log.read().count(SWITCH_LINE)
     except OSError:
         return None
+
+
+def crash_cause(path: Path | None, start: int | None) -> str | None:
+    """What the server logged since `start` as the reason it died (the diagnosis' summary, e.g.
+    a TP rank's crash line); None for no log or no line specbench recognises."""
+    if path is None or start is None:
+        return None
+    try:
+        with open(path, "rb") as log:
+            log.seek(start)
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = diagnose.diagnose_failure(text)
+    return found.summary if found else None

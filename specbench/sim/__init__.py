@@ -5,7 +5,9 @@ without a GPU: specbench's sweeps, tests and CI run against it. Modules, from th
 inwards:
 
 * `cli` (process entry: start-up lines, serve until a signal), `args` (flags and SGLang's
-  resolution rules), `logs` (SGLang-style log lines), `lifecycle` (die with the parent);
+  resolution rules), `logs` (SGLang-style log lines), `lifecycle` (die with the parent),
+  `ranks` (stand-in processes of the `--tp-size` ranks and the watchdog that ends the server
+  when one dies);
 * `app` (aiohttp app: routes, readiness, introspection, /flush_cache), `auth` (--api-key,
   --admin-api-key), `openai_api` and `native_api` (the generation endpoints), `sampling`
   (OpenAI fields as SGLang's sampling parameters), `validation` (what SGLang refuses, with

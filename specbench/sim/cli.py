@@ -4,7 +4,8 @@
 `__main__.py`, which arms the parent-death signal before anything heavy is imported).
 :func:`serve` prints SGLang's start-up lines in SGLang's order, because harnesses wait for
 them (the ready line above all), then runs the app until SIGTERM or SIGINT. Exit codes follow
-SGLang: 2 for a command-line error, 1 for a failed start or a crash, 0 after a signal.
+SGLang: 2 for a command-line error, 1 for a failed start or a crash, 0 after a signal, and
+killed by SIGKILL when one of the `--tp-size` rank processes dies (ranks.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from specbench.sim.args import ServerSettings, StartupError, build_parser, resol
 from specbench.sim.costmodel import Profile, ProfileError, load_profile
 from specbench.sim.faults import crash_after
 from specbench.sim.logs import log, setup_logging
+from specbench.sim.ranks import WATCHDOG_INTERVAL_S, RankProcesses, start_ranks
 
 _SHUTDOWN_TIMEOUT_S = 0.5  # aiohttp's grace for open connections
 _CLEANUP_TIMEOUT_S = 2.0
@@ -45,15 +47,30 @@ def main(argv: list[str] | None = None) -> int:
             print(line, file=sys.stderr, flush=True)
         return exc.exit_code
     try:
-        return asyncio.run(serve(settings, profile))
+        # Forked here, before the event loop and its threads exist (ranks.py).
+        ranks = start_ranks(settings.tp_size)
+    except OSError as exc:
+        print(f"specbench.sim: cannot start the --tp-size {settings.tp_size} rank processes: "
+              f"{exc}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        if ranks is not None:
+            ranks.watch()
+        return asyncio.run(serve(settings, profile, ranks))
     except KeyboardInterrupt:
         return 0
+    finally:
+        if ranks is not None:
+            ranks.stop()
 
 
-async def serve(settings: ServerSettings, profile: Profile) -> int:
-    """Run the server until SIGTERM/SIGINT; return the exit code."""
+async def serve(
+    settings: ServerSettings, profile: Profile, ranks: RankProcesses | None = None
+) -> int:
+    """Run the server until SIGTERM/SIGINT; return the exit code. `ranks`: the stand-in
+    processes of TP ranks 1.. (--tp-size > 1), already started and watched."""
     sim = SimServer(settings, profile)
-    _log_launch(settings, profile)
+    _log_launch(settings, profile, ranks)
     if settings.faults.fail_start is not None:
         print(settings.faults.fail_start, file=sys.stderr, flush=True)
         return 1
@@ -95,7 +112,7 @@ async def serve(settings: ServerSettings, profile: Profile) -> int:
     return 0
 
 
-def _log_launch(s: ServerSettings, profile: Profile) -> None:
+def _log_launch(s: ServerSettings, profile: Profile, ranks: RankProcesses | None) -> None:
     """SGLang's first lines: the server args, resolution notes, then weight loading begins."""
     log(
         "info",
@@ -115,6 +132,14 @@ def _log_launch(s: ServerSettings, profile: Profile) -> None:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         log("info", f"specbench.sim: CUDA_VISIBLE_DEVICES={visible} (recorded; runs on the CPU)")
+    if ranks is not None:
+        # Where a person (or a test) finds the processes to kill to rehearse a dead rank.
+        log(
+            "info",
+            f"specbench.sim: tp_size={s.tp_size}: scheduler_0 runs in this process "
+            f"(pid={os.getpid()}); stand-in rank processes {ranks.describe()}, checked every "
+            f"{WATCHDOG_INTERVAL_S:g} s",
+        )
     log("info", f"Load weight begin. avail mem={profile.memory.gpu_memory_bytes / 2**30:.2f} GB")
 
 

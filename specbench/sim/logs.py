@@ -10,11 +10,12 @@ import logging
 import sys
 
 logger = logging.getLogger("specbench.sim")
+_LEVELS = {"info": logging.INFO, "error": logging.ERROR}
 
 
 def log(level: str, message: str) -> None:
-    """Log at "info" or (anything else) warning level."""
-    logger.log(logging.INFO if level == "info" else logging.WARNING, message)
+    """Log at "info", "error" (where SGLang logs an error) or (anything else) warning level."""
+    logger.log(_LEVELS.get(level, logging.WARNING), message)
 
 
 def setup_logging(level_name: str) -> None:
