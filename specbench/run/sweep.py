@@ -29,7 +29,6 @@ from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import Engine, Server
 from specbench.engines.base import server_log
-from specbench.engines.process import kept_log_path
 from specbench.errors import UserError
 from specbench.goodput import Slo
 from specbench.load import arrivals, procs, protocols, runner
@@ -40,11 +39,11 @@ from specbench.run.plan import levels_for
 from specbench.run.progress import SweepProgress
 from specbench.run.verdicts import (
     check_context,
-    crash_cause,
     failed_requests,
     log_size,
     stalled,
     switches_since,
+    went_away,
 )
 
 
@@ -521,18 +520,8 @@ class Sweep:
                 )
                 self._record_point(key, server, result, record, switches)
                 return
-            cause = crash_cause(server.log_path, log_from)
             restarting = self.engine.can_restart and attempts <= self.cfg.max_point_retries
-            # A restart moves the dead server's log aside (process.fresh_log): name it there.
-            log_path = (kept_log_path(server.log_path) if restarting and server.log_path
-                        else server.log_path)
-            message = (
-                f"{key.label}: the {key.mode} server went away mid-point"
-                + (f": {cause}" if cause else "")
-                + "; "
-                + (f"see its log {log_path}" if log_path
-                   else f"it stopped answering at {server.base_url}")
-            )
+            message = f"{key.label}: " + went_away(key.mode, server, log_from, restarting)
             errors.append(message)
             failed = PointRecord(status="failed", attempts=attempts, error=message, errors=errors,
                                  gpu_s=held_gpu_s)

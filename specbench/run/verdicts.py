@@ -8,8 +8,8 @@
   any load.
 - :func:`switches_since`: the runtime-state switches an adaptive server's log shows during a
   point (an open-loop point's batch moves across T).
-- :func:`crash_cause`: what a server that died mid-point logged as the cause, if specbench
-  knows the line (engines/diagnose.py).
+- :func:`went_away`: what to say of a server that died mid-point: the cause its log gives, if
+  specbench knows the line (engines/diagnose.py), and where that log is.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from specbench import metrics, prompts
-from specbench.engines import diagnose
+from specbench.engines import Server, diagnose
+from specbench.engines.process import kept_log_path
 from specbench.errors import ConfigError
 from specbench.load import runner
 
@@ -186,6 +187,18 @@ def switches_since(path: Path | None, start: int | None) -> int | None:
             return log.read().count(SWITCH_LINE)
     except OSError:
         return None
+
+
+def went_away(mode: str, server: Server, log_from: int | None, restarting: bool) -> str:
+    """The message for `mode`'s server that died mid-point (`log_from`: its log's size when the
+    point began; `restarting`: the sweep starts it again, which moves its log aside)."""
+    cause = crash_cause(server.log_path, log_from)
+    log_path = server.log_path
+    if restarting and log_path is not None:
+        log_path = kept_log_path(log_path)  # where process.fresh_log will keep it
+    return (f"the {mode} server went away mid-point" + (f": {cause}" if cause else "")
+            + "; " + (f"see its log {log_path}" if log_path
+                      else f"it stopped answering at {server.base_url}"))
 
 
 def crash_cause(path: Path | None, start: int | None) -> str | None:
