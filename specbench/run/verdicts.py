@@ -177,16 +177,22 @@ def log_size(path: Path | None) -> int | None:
         return None
 
 
-def switches_since(path: Path | None, start: int | None) -> int | None:
-    """Runtime-state switches the server logged since `start` (SGLang logs one line each)."""
+def _log_since(path: Path | None, start: int | None) -> bytes | None:
+    """What the server logged since `start` (None: no log, or it cannot be read)."""
     if path is None or start is None:
         return None
     try:
         with open(path, "rb") as log:
             log.seek(start)
-            return log.read().count(SWITCH_LINE)
+            return log.read()
     except OSError:
         return None
+
+
+def switches_since(path: Path | None, start: int | None) -> int | None:
+    """Runtime-state switches the server logged since `start` (SGLang logs one line each)."""
+    text = _log_since(path, start)
+    return None if text is None else text.count(SWITCH_LINE)
 
 
 def went_away(mode: str, server: Server, log_from: int | None, restarting: bool) -> str:
@@ -204,13 +210,6 @@ def went_away(mode: str, server: Server, log_from: int | None, restarting: bool)
 def crash_cause(path: Path | None, start: int | None) -> str | None:
     """What the server logged since `start` as the reason it died (the diagnosis' summary, e.g.
     a TP rank's crash line); None for no log or no line specbench recognises."""
-    if path is None or start is None:
-        return None
-    try:
-        with open(path, "rb") as log:
-            log.seek(start)
-            text = log.read().decode(errors="replace")
-    except OSError:
-        return None
-    found = diagnose.diagnose_failure(text)
+    text = _log_since(path, start)
+    found = diagnose.diagnose_failure(text.decode(errors="replace")) if text else None
     return found.summary if found else None

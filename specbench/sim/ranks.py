@@ -112,7 +112,7 @@ class RankProcesses:
     def _first_crashed(self) -> Rank | None:
         """The first rank that has ended with a non-zero code (a rank that exited 0 saw the
         server close the pipe: not a crash)."""
-        self._running()
+        self._running()  # reaps the ranks that ended, recording their exit codes
         return next((r for r in self.ranks if r.exit_code not in (None, 0)), None)
 
     def _running(self) -> list[Rank]:

@@ -73,13 +73,21 @@ def _assert_crash_logged(log: Path, pid: int) -> None:
     assert "SIGQUIT received. signum=3, frame=" in text.split(crash, 1)[1]
 
 
-def test_a_dead_rank_stops_the_sweep_and_resume_finishes(tmp_path: Path, port: int) -> None:
-    sweep = spawn_sweep(tmp_path, port, *THREE_POINTS, "--max-point-retries", "0")
+def _sweep_losing_rank_1(tmp_path: Path, port: int, retries: int,
+                         returncode: int) -> tuple[SpawnedSweep, int, str, str]:
+    """A three-point sweep whose rank 1 is SIGKILLed mid-run, ended with `returncode` and no
+    Traceback; (the sweep, the killed pid, its stdout, its stderr)."""
+    sweep = spawn_sweep(tmp_path, port, *THREE_POINTS, "--max-point-retries", str(retries))
     pid = _kill_rank_1(sweep)
     sweep.proc.wait(timeout=60)
     out, err = sweep.stdout(), sweep.stderr()
-    assert sweep.returncode == 2, out[-2000:] + err[-2000:]
+    assert sweep.returncode == returncode, out[-2000:] + err[-2000:]
     assert "Traceback" not in out + err
+    return sweep, pid, out, err
+
+
+def test_a_dead_rank_stops_the_sweep_and_resume_finishes(tmp_path: Path, port: int) -> None:
+    sweep, pid, _, err = _sweep_losing_rank_1(tmp_path, port, retries=0, returncode=2)
     run_dir = sweep.run_dir
     log = run_dir / "servers" / "baseline.log"
     _assert_crash_logged(log, pid)
@@ -101,12 +109,7 @@ def test_a_dead_rank_stops_the_sweep_and_resume_finishes(tmp_path: Path, port: i
 
 
 def test_a_dead_rank_is_restarted_and_the_sweep_completes(tmp_path: Path, port: int) -> None:
-    sweep = spawn_sweep(tmp_path, port, *THREE_POINTS, "--max-point-retries", "2")
-    pid = _kill_rank_1(sweep)
-    sweep.proc.wait(timeout=60)
-    out, err = sweep.stdout(), sweep.stderr()
-    assert sweep.returncode == 0, out[-2000:] + err[-2000:]
-    assert "Traceback" not in out + err
+    sweep, pid, out, _ = _sweep_losing_rank_1(tmp_path, port, retries=2, returncode=0)
     run_dir = sweep.run_dir
     # The restart started a fresh log; the dead server's log was kept beside it.
     _assert_crash_logged(run_dir / "servers" / "baseline.1.log", pid)
