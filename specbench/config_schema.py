@@ -25,6 +25,10 @@ DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
 # (e.g. `--modes dynamic` alone): SGLang 0.5.23's own default config stops drafting at 64.
 DEFAULT_FIXED_THRESHOLD = 64
 SIM_DEFAULT_PROFILE = "llama-3.1-8b-1xh200"
+# Servers side by side on one node (--gpus) listen on ports of their own: the server on GPU
+# slot k gets --port + PORT_STRIDE x k (SweepConfig.slot_port: run/parallel.py launches on
+# it, the dry run in run/plan.py shows it).
+PORT_STRIDE = 10
 
 Engine = Literal["sim", "sglang", "attach"]
 Protocol = Literal["openai-chat", "openai-completions", "sglang-native"]
@@ -148,8 +152,14 @@ class SimConfig(_Section):
     )
 
 
+# A window kept open for --min-window-requests ends at this many times --window-s at the latest
+# (--max-window-s unset): 32 s of an 8-s window, about eight answers at c = 1 from a model that
+# takes 4 s per answer.
+MAX_WINDOW_FACTOR = 4.0
+
+
 class LoadConfig(_Section):
-    """How each point is measured (DESIGN §5)."""
+    """How each point is measured."""
 
     protocol: Protocol = option(
         "openai-chat", "openai-chat | openai-completions | sglang-native", cli="--protocol"
@@ -165,6 +175,25 @@ class LoadConfig(_Section):
         60.0, "warmup cap, first-use compiles included (GPU seconds)", cli="--warmup-max-s", ge=0
     )
     window_s: float = option(8.0, "measured window per point (GPU seconds)", cli="--window-s", gt=0)
+    # At low load a window holds few answers (under two at c = 1 from a slow model),
+    # so latency and acceptance rest on one or two requests. A closed-loop window stays open
+    # past window_s until this many requests have finished in it, up to max_window_s; where N
+    # finish inside window_s (most levels) nothing changes. Every engine: on the simulator
+    # too, an 8-s window at coding c = 1 held 2-4 answers (`--plan dense`).
+    min_window_requests: int = option(
+        8,
+        "closed loop: keep a window open past --window-s until this many requests finished "
+        "in it, up to --max-window-s",
+        cli="--min-window-requests",
+        ge=1,
+    )
+    max_window_s: float | None = option(
+        None,
+        "longest a window kept open by --min-window-requests (GPU seconds; --window-s: off)",
+        cli="--max-window-s",
+        help_default=f"{MAX_WINDOW_FACTOR:g} x --window-s",
+        gt=0,
+    )
     window_max_requests: int | None = option(None, "end a window after this many requests", ge=1)
     request_timeout_s: float = option(
         600.0, "per-request timeout (s)", cli="--request-timeout-s", gt=0
@@ -269,6 +298,21 @@ class LoadConfig(_Section):
                 "give e.g. --extra-request-body '{\"top_k\": 20}'"
             )
         return value
+
+    def window_cap_s(self) -> float:
+        """The longest a closed-loop window may stay open (GPU seconds)."""
+        if self.max_window_s is not None:
+            return self.max_window_s
+        return MAX_WINDOW_FACTOR * self.window_s
+
+    @model_validator(mode="after")
+    def _cap_not_below_window(self) -> LoadConfig:
+        if self.max_window_s is not None and self.max_window_s < self.window_s:
+            raise ConfigError(
+                f"--max-window-s {self.max_window_s:g} is below --window-s {self.window_s:g}; "
+                "give a cap >= --window-s (equal turns --min-window-requests off)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _measurable_extra_body(self) -> LoadConfig:
@@ -541,6 +585,10 @@ class SweepConfig(_Section):
         """Disjoint GPU sets of --tp-size each (GPUs left over stay unused); [] without --gpus."""
         gpus, tp = self.gpus, self.server.tp_size
         return [gpus[i:i + tp] for i in range(0, len(gpus) - tp + 1, tp)]
+
+    def slot_port(self, index: int) -> int:
+        """The port of the server on GPU slot `index` of `gpu_slots` (slot 0: --port itself)."""
+        return self.server.port + PORT_STRIDE * index
 
     def waits_for_analysis(self, config: configurations.ServerConfiguration) -> bool:
         """Whether `config` can only be measured once the other curves are in: the tuned

@@ -82,6 +82,19 @@ RUNNING_FRACTION_MIN = 0.80
 QUEUE_FRACTION_MIN = 0.10
 MIN_GAUGE_SAMPLES = 3
 MIN_REQUESTS = 5
+# lockstep_ends: a closed loop of equal-length requests prefills every user in one burst and
+# ends them together, so the window's ends come in bursts with quiet stretches between (at
+# c = 64 and up a burst spreads over tens of decode steps, as chunked prefill staggers the
+# starts, so the yardstick is the window's mean gap between ends, not TPOT). A quiet stretch
+# is a gap between consecutive ends, or between a window edge and the nearest end, longer
+# than LOCKSTEP_GAP_FACTOR mean gaps; independent ends (a Poisson stream) leave
+# (1 + 5) e^-5 = 4% of the window in such stretches.
+LOCKSTEP_GAP_FACTOR = 5.0
+LOCKSTEP_QUIET_MIN = 0.5  # share of the window
+# Ends per burst on average, against the requests in flight: a burst of a lockstep loop holds
+# most of them; a few long requests among short ones (low c) make bursts of one or two.
+LOCKSTEP_BURST_FRACTION = 0.25
+LOCKSTEP_MIN_BURST = 4
 
 # Only what a real SGLang server exports is read: the simulator's own extensions are for its
 # tests, so a check that works here works against SGLang (tests/test_metrics.py greps for it).
@@ -104,6 +117,7 @@ class Flag(Enum):
     TOO_FEW_REQUESTS = "too_few_requests"
     WINDOW_FORCED_OPEN = "window_forced_open"
     WARMUP_ERRORS = "warmup_errors"
+    LOCKSTEP_ENDS = "lockstep_ends"
     BEHIND_SCHEDULE = "behind_schedule"
 
     @property
@@ -173,6 +187,14 @@ _ADVICE: dict[Flag, str] = {
         "when the window opened, even if the window itself looks clean. Look at the server "
         "log around the point's start, then rerun."
     ),
+    Flag.LOCKSTEP_ENDS: (
+        "Requests ended together (equal output lengths?): their ends came in bursts of, on "
+        f"average, at least {LOCKSTEP_BURST_FRACTION:.0%} of the requests in flight, with "
+        f"{LOCKSTEP_QUIET_MIN:.0%} or more of the window in quiet stretches between (gaps over "
+        f"{LOCKSTEP_GAP_FACTOR:g} mean gaps between ends), what a closed loop of equal-length "
+        "requests does. Output tok/s reads higher than traffic whose requests end at different "
+        "times; see docs/reading-results.md."
+    ),
 }
 
 
@@ -218,6 +240,32 @@ def itl_samples_s(chunk_t: np.ndarray, chunk_tokens: np.ndarray) -> np.ndarray:
     """Token-normalised ITL samples: a gap of g with k new tokens gives k samples of g/k."""
     gaps, tokens = token_gaps(chunk_t, chunk_tokens)
     return np.repeat(gaps / np.maximum(tokens, 1), tokens)
+
+
+def end_bursts(t_end: np.ndarray, start: float, end: float) -> tuple[float, float]:
+    """How the ends in the window (start, end] bunch: (quiet share, mean ends per burst).
+
+    The quiet share is the part of the window in quiet stretches: gaps between consecutive
+    ends, or between an edge and the nearest end, over ``LOCKSTEP_GAP_FACTOR`` mean gaps
+    (window / (ends + 1)). The ends between two quiet stretches are one burst. Any time unit;
+    NaN, NaN without ends.
+    """
+    t = np.sort(t_end[(t_end > start) & (t_end <= end)])
+    if len(t) == 0:
+        return NAN, NAN
+    gaps = np.diff(np.concatenate(([start], t, [end])))
+    quiet = gaps > LOCKSTEP_GAP_FACTOR * (end - start) / (len(t) + 1)
+    # The edges' stretches bound the first and last burst; only inner ones split bursts.
+    bursts = 1 + int(np.count_nonzero(quiet[1:-1]))
+    return float(gaps[quiet].sum() / (end - start)), len(t) / bursts
+
+
+def in_flight_mean(records: list[RequestRecord], start: float, end: float) -> float:
+    """Requests in flight over the window (start, end], time-averaged (c in a closed loop)."""
+    if end <= start:
+        return NAN
+    alive_s = sum(max(0.0, min(r.t_end, end) - max(r.t_send, start)) for r in records)
+    return alive_s / (end - start)
 
 
 # -- per-request rows ---------------------------------------------------------------------
@@ -462,6 +510,16 @@ def _server_disagrees(result: PointResult, server: _ServerView) -> bool:
         SERVER_TOLERANCE, slack))
 
 
+def _lockstep_ends(result: PointResult) -> bool:
+    start, end = result.window_start, result.window_end
+    ends = np.array([r.t_end for r in result.records if _finished_in_window(r, start, end)])
+    quiet, burst = end_bursts(ends, start, end)
+    min_burst = max(LOCKSTEP_MIN_BURST,
+                    LOCKSTEP_BURST_FRACTION * in_flight_mean(result.records, start, end))
+    # NaN (no ends) compares False.
+    return bool(quiet >= LOCKSTEP_QUIET_MIN and burst >= min_burst)
+
+
 def _flags(
     result: PointResult, row: dict[str, Any], server: _ServerView, time_scale: float,
     max_running_requests: int | None, error_budget: float,
@@ -497,6 +555,8 @@ def _flags(
         flags.append(Flag.WINDOW_FORCED_OPEN)
     if result.warmup_errors > error_budget * max(1, result.warmup_records):
         flags.append(Flag.WARMUP_ERRORS)
+    if n_requests >= MIN_REQUESTS and _lockstep_ends(result):
+        flags.append(Flag.LOCKSTEP_ENDS)
     return flags
 
 

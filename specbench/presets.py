@@ -30,7 +30,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "load": {"warmup_s": 1.0, "warmup_max_s": 10.0, "window_s": 3.0},
         "sim": {"time_scale": 5.0},
     },
-    # The CI regression job (issue 7): levels bracketing the simulated decisions (coding c* 35
+    # The CI regression job: levels bracketing the simulated decisions (coding c* 35
     # and T 87, agentic T 13; results/reference/README.md), fixed seeds, 4x real time so one
     # sweep takes about two and a half minutes on a 2-core runner (157 s; 3x took 206 s) while
     # the client stays well below the client_bound flag (client and server 33% of one core).

@@ -180,12 +180,16 @@ def test_repeats_give_a_t_interval_that_narrows_with_agreement(tmp_path: Path) -
 
 def test_one_repeat_without_ci_columns_has_no_spread(tmp_path: Path) -> None:
     # Only a point whose window held no request lacks its CI; then nothing says how noisy the
-    # level is, the interval collapses onto c* and a note says so.
+    # level is, the draws' interval collapses onto c* and a note says so. The interval keeps
+    # the chord's error alone: a straight ratio curve in log c (this one) bends nowhere.
     run = load_run(make_run(tmp_path, static_curves(ratio_crossing_at(32.0)), ci_rel=None))
     assert "output_tok_s_ci_low" not in run.summary.columns
     coding = analyze(run)["prompt_sets"]["coding"]
     assert coding["interval_method"] == ["none"]
-    assert coding["interval"] == [coding["crossover_concurrency"]] * 2
+    assert coding["sampling_interval"] == [coding["crossover_concurrency"]] * 2
+    error = coding["chord_error_log2"]
+    assert coding["interval"] == pytest.approx(
+        [32.0 / 2 ** error, 32.0 * 2 ** error], abs=0.01)
     assert any("the interval has zero width" in n for n in coding["notes"])
 
 

@@ -577,7 +577,7 @@ def test_threshold_only_dynamic_levels_may_differ(tmp_path: Path) -> None:
     _add_point(cand, "dynamic", "coding", 28, 2100.0)
     code, out = run_main(ref, cand)
     assert code == 0, out
-    assert "1 dynamic point(s) at levels the sweep added around the threshold, not gated" in out
+    assert "1 point(s) at levels the sweep added around the threshold, not gated" in out
     assert "dynamic/coding c=24" in out
     shutil.rmtree(cand / "points" / "dynamic" / "coding")
     results.rebuild_summary(cand)

@@ -8,6 +8,10 @@ two answer the same workload (issue 37: the default sweep's c* against a real se
 
     python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
 
+With `--equal`, every cap is the mean of those draws instead: the same mean output length,
+but requests that start together end together (what benchmark clients that cap every request
+alike measure), against the staggered ends of the drawn caps.
+
 Draws use the simulator's own law (`TraitModel.kind`'s mean per rule or kind of prompt,
 `natural_output_tokens`' sigma and 16x-mean cap), each seeded by the row id and turn, not by
 the simulator's digest of the rendered text: the distribution is the same, and the file needs
@@ -31,11 +35,14 @@ def main() -> int:
     parser.add_argument("prompt_set", help="a built-in set name or a .jsonl path")
     parser.add_argument("profile", help="a simulator profile name or .toml path")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--equal", action="store_true",
+                        help="every cap the mean of the drawn ones (outputs that end together)")
     args = parser.parse_args()
     workload = load_profile(args.profile).workload
     kinds = TraitModel(workload, args.seed)
     prompt_set = load_prompt_set(args.prompt_set)
     capped = 0
+    rows = []
     for line in prompt_set.path.read_text().splitlines():
         if not line.strip():
             continue
@@ -51,7 +58,16 @@ def main() -> int:
             capped += bool(cap) and draw >= cap
             new_caps.append(min(draw, cap) if cap else draw)
         row["max_tokens"] = new_caps if multiturn else new_caps[0]
+        rows.append(row)
+    drawn = [c for row in rows for c in (row["max_tokens"] if isinstance(row["max_tokens"], list)
+                                          else [row["max_tokens"]])]
+    mean = round(sum(drawn) / len(drawn))
+    for row in rows:
+        if args.equal:
+            caps = row["max_tokens"]
+            row["max_tokens"] = [mean] * len(caps) if isinstance(caps, list) else mean
         sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"mean cap {mean} tokens{' (every cap)' if args.equal else ''}", file=sys.stderr)
     print(f"{capped} requests at their row's cap, the rest at the drawn length", file=sys.stderr)
     return 0
 

@@ -61,8 +61,8 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   # tune (84 of 84 points; the tuned agentic server again with one drafting K, its old points
   # dropped by benchmarks/gpu/drop_points.py), zprof, launchk, zprofa (H100). Left: zsteps
   # (H100). The steps run in the order written here, whatever the order in STEPS.
-  local default_steps="zsteps"
-  [[ $card == h200 ]] && default_steps="tune fisteps"
+  local default_steps="straddle ends"
+  [[ $card == h200 ]] && default_steps="straddle ends"
   local steps=" ${STEPS:-$default_steps} "
   # 0. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
@@ -144,6 +144,31 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   #    every step, a kernel profile at each level.
   [[ $steps == *" launchk "* ]] && profiled "$R/$N-launch-k" eagle3,tuned 1,16,64 \
     --schedule 0:5,1:3 --server-arg "--decode-log-interval 1"
+  # 9. The dynamic server where it decides: EAGLE-3 and zero-step at the grid, T chosen from
+  #    them, then both static servers at T-1, T, T+1 beside the dynamic one (one step a log
+  #    line, for the switches and step times around T). Where the crossing lies on an H100:
+  #    agentic between 64 and 128 (the tune run: c* 118), coding above 128; on an H200 coding
+  #    between 64 and 128 (c* 82), agentic between 16 and 32 (c* 22).
+  if [[ $steps == *" straddle "* ]]; then
+    local sets=(agentic) levels=(64,128)
+    [[ $card == h200 ]] && sets=(coding agentic) levels=(64,128 16,32)
+    for i in "${!sets[@]}"; do
+      bash benchmarks/gpu/h200_sweep.sh "$R/$N-straddle-${sets[$i]}" "${M[@]}" --plan dense \
+        --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
+        --modes eagle3,zero-step,dynamic --prompts "${sets[$i]}" --concurrency "${levels[$i]}" \
+        --server-arg "--decode-log-interval 1"
+    done
+  fi
+  # 10. Outputs that end together: the coding set with every cap the mean of the default
+  #     profile's drawn lengths (equal) against the drawn caps themselves (staggered), the same
+  #     mean; the constructed models never stop early, so the caps are the lengths.
+  if [[ $steps == *" ends "* ]]; then
+    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-staggered.jsonl
+    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 --equal > /tmp/coding-equal.jsonl
+    bash benchmarks/gpu/h200_sweep.sh "$R/$N-ends" "${M[@]}" --plan dense --warmup-s 2 \
+      --window-s 12 --modes baseline,eagle3 --prompts /tmp/coding-equal.jsonl,/tmp/coding-staggered.jsonl \
+      --concurrency 16,64
+  fi
   return 0
 }
 

@@ -37,13 +37,16 @@ Both decisions use the same rules (:mod:`.crossover`):
   draws of the whole ratio curve, the crossing rule applied to each, give the 2.5-97.5
   percentiles of c* (draws without a crossing count as the edge of the grid), the per-level
   ratio band, and the share of draws that agree with the outcome (``outcome_support``).
-* **Threshold.** SGLang switches by *batch size* (running requests), so c* is mapped to the
-  two servers' mean measured running requests (``server_running_reqs_mean``, interpolated
-  log-log in c; c where not reported, and at most c). The threshold is the smallest whole batch
-  size at or above it. ``eagle3_never_wins`` gives 1 (never draft), ``eagle3_always_wins`` the
-  largest measured concurrency + 1.
-* **Envelope efficiency** (kept): dynamic / max(baseline, EAGLE-3). Dynamic levels between the
-  static levels (the T-1, T, T+1 straddle levels) use static curves interpolated log-log.
+* **Threshold.** SGLang switches by *batch size* (the running requests of each decode step).
+  c closed-loop users keep c requests running at most steps, so the threshold is the smallest
+  whole batch size at or above c* itself; only where the two servers' mean measured running
+  requests (``server_running_reqs_mean``, interpolated log-log in c) lies far under c (the
+  server held requests back) is c* mapped to that mean (:func:`.crossover.switch_batch`).
+  The mean at c* is kept as ``crossover_batch_size``. ``eagle3_never_wins`` gives 1 (never
+  draft), ``eagle3_always_wins`` the largest measured concurrency + 1.
+* **Envelope efficiency** (kept): dynamic / max(baseline, EAGLE-3). The baseline is not
+  measured at the T-1, T, T+1 levels (EAGLE-3 and zero-step are), so there the baseline curve
+  is interpolated log-log.
 
 Beyond the two decisions: the **tuned schedule** (:mod:`.schedule`: the best K per level as
 batch-size slots, and how the tuned server compares with the static curves and with SGLang's

@@ -125,20 +125,80 @@ class _Outcome:
     what: str  # those points, in words
 
 
+# Below this share of the users running, the server held requests back (a running-request or
+# KV limit) rather than losing a few to the gaps between a user's answers.
+FULL_BATCH_SHARE = 0.9
+
+
+def switch_batch(concurrency: float, mean_batch: float) -> float:
+    """The batch size an adaptive server switches at for a crossing at `concurrency`.
+
+    c closed-loop users keep c requests running at most decode steps: the mean running
+    requests is lower by the time a user's next request spends in prefill, which the per-step
+    switch never sees. A threshold at the mean batch stops drafting a level or two before
+    EAGLE-3 falls behind, so the threshold is c* itself, unless the server ran far fewer
+    requests than users (it queued them), where the mean batch is what it switches on.
+    """
+    return concurrency if mean_batch >= FULL_BATCH_SHARE * concurrency else mean_batch
+
+
+def _threshold_at(concurrency: float, levels: list[int], batch: list[float]) -> int:
+    return threshold_from_batch(switch_batch(concurrency, batch_at(levels, batch, concurrency)))
+
+
+def chord_error_log2(levels: Sequence[int], ratio: Sequence[float],
+                     bracket: tuple[int, int]) -> float | None:
+    """How far, in log2 c, a crossing read off the chord between the two bracket levels can
+    lie from where the curve itself crosses; None where nothing bounds the bend.
+
+    Between two measured levels c* is read off a straight line in (log2 c, log r). The curve
+    may bend there: with |curvature| at most k, it leaves the chord by up to k h^2 / 8 in
+    log r over a bracket h doublings wide, which moves the crossing by that over the chord's
+    slope. k is the largest bend of the measured curve over three adjacent levels that
+    include a bracket level (a knee next to the bracket bends the bracket too). With fewer
+    than three levels nothing bounds k: the crossing may then lie anywhere in the bracket.
+    """
+    x = np.log2(np.asarray(levels, dtype=float))
+    y = np.log(np.maximum(np.asarray(ratio, dtype=float), 1e-9))
+    i = list(levels).index(bracket[0])
+    h, slope = x[i + 1] - x[i], (y[i + 1] - y[i]) / (x[i + 1] - x[i])
+    bends = [2 * ((y[j + 1] - y[j]) / (x[j + 1] - x[j]) - (y[j] - y[j - 1]) / (x[j] - x[j - 1]))
+             / (x[j + 1] - x[j - 1]) for j in (i, i + 1) if 1 <= j < len(x) - 1]
+    if not bends or slope >= 0:
+        return None
+    return float(max(abs(b) for b in bends) * h * h / 8 / -slope)
+
+
+def _with_chord(interval: tuple[float, float], bracket: tuple[int, int],
+                error_log2: float | None, levels: Sequence[int]) -> tuple[float, float]:
+    """The sampling interval widened on both sides by the chord's error (the two add: the
+    draws move the chord, the bend moves the curve off it), within the levels measured (a
+    draw that does not cross counts as the edge there too); unbounded, the whole bracket."""
+    lo, hi = interval
+    if error_log2 is None:
+        return min(lo, bracket[0]), max(hi, bracket[1])
+    factor = 2.0 ** error_log2
+    return min(lo, max(levels[0], lo / factor)), max(hi, min(levels[-1], hi * factor))
+
+
 def _crossover_fields(
     crossing: Crossing, boot_c: np.ndarray, levels: list[int], batch: list[float],
-    pair: Pair, notes: list[str], grid: Grid,
+    ratio: list[float], pair: Pair, notes: list[str], grid: Grid,
 ) -> _Outcome:
     assert crossing.crossover_concurrency is not None and crossing.bracket is not None
     c_star = crossing.crossover_concurrency
-    lo, hi = percentile_interval(boot_c, c_star)
+    sampling = percentile_interval(boot_c, c_star)
+    chord = chord_error_log2(levels, ratio, crossing.bracket)
+    lo, hi = _with_chord(sampling, crossing.bracket, chord, levels)
     b_star = batch_at(levels, batch, c_star)
     fields = {
         "crossover_concurrency": round(c_star, 2),
         "interval": [round(lo, 2), round(hi, 2)],
+        # The draws' interval alone, and the chord's share (None: nothing bounded the bend).
+        "sampling_interval": [round(sampling[0], 2), round(sampling[1], 2)],
+        "chord_error_log2": None if chord is None else round(chord, 4),
         "crossover_batch_size": round(b_star, 2),
-        "threshold_interval": [threshold_from_batch(batch_at(levels, batch, lo)),
-                               threshold_from_batch(batch_at(levels, batch, hi))],
+        "threshold_interval": [_threshold_at(lo, levels, batch), _threshold_at(hi, levels, batch)],
     }
     if grid.listed and (hi >= levels[-1] or lo <= levels[0]):
         notes.append(
@@ -160,7 +220,7 @@ def _crossover_fields(
             f"the crossing lies between the two highest levels ({low_c} and "
             f"{high_c}), so no further level confirms it; add a higher level"
         )
-    return _Outcome(fields, threshold_from_batch(b_star), [low_c, high_c],
+    return _Outcome(fields, _threshold_at(c_star, levels, batch), [low_c, high_c],
                     "the points bracketing the crossover")
 
 
@@ -187,7 +247,7 @@ def _outcome(
                          "(--concurrency) to locate it")
         return _Outcome({}, levels[-1] + 1, [levels[-1]],
                         f"the highest-load points, where {pair.den_words} should win,")
-    return _crossover_fields(crossing, boot_c, levels, batch, pair, notes, grid)
+    return _crossover_fields(crossing, boot_c, levels, batch, ratio, pair, notes, grid)
 
 
 def _reliability_notes(

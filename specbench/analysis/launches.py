@@ -2,7 +2,7 @@
 
 A server launched twice serves the same requests at different speeds: on the H200 with
 FlashInfer the baseline repeated within 0.5% across two launches while EAGLE-3 at c = 16 gave
-2,695 and 3,246 tok/s (issue 36). A point's interval covers its window's noise, not that, and
+2,695 and 3,246 tok/s. A point's interval covers its window's noise, not that, and
 the paired ratio a decision rests on (EAGLE-3 / baseline, same launch) hides it entirely.
 
 The model: each launch multiplies a configuration's whole curve by exp(b), b ~ N(0, sigma^2),

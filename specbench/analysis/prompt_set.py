@@ -8,13 +8,16 @@ from specbench.analysis import context, text
 from specbench.analysis import schedule as schedule_mod
 from specbench.analysis.crossover import ONE_SERVER, PLAIN, Grid, decide, shared_levels
 from specbench.analysis.curves import AnalysisError, LevelStats, level_stats, mean_by_level, means
-from specbench.analysis.efficiency import plain_advantage, relative_to_best, tax
+from specbench.analysis.efficiency import Relative, plain_advantage, relative_to_best, tax
 from specbench.analysis.intervals import PairedRequests
 from specbench.analysis.launches import ratio_sd
 from specbench.config import DEFAULT_CONCURRENCY
 from specbench.results import Run
 
 DYNAMIC = "dynamic"
+# The efficiency a switching server should hold at every level: within 3% of the better static
+# curve (about the spread of one point between launches).
+E_TARGET = 0.97
 
 
 NO_BASELINE = ("no baseline curve: the plain-server crossover needs one (add baseline to "
@@ -67,10 +70,24 @@ def _one_server(
     # there is nothing to do about it (the adaptive plan measures the dynamic server at every
     # level placed for the set, each static pair only at its own).
     out.update(efficiency=relative.by_level, efficiency_interpolated=relative.interpolated,
-               efficiency_min=relative.minimum)
+               efficiency_min=relative.minimum,
+               efficiency_interval=schedule_mod.ratio_interval(
+                   run, prompt_set, requests, relative.closest, relative.by_level, DYNAMIC),
+               efficiency_short=_short_levels(run, prompt_set, relative))
     out["claim"] = text.one_server_claim(prompt_set, out)
     out["sentence"] = f"{out['claim']}; {text.advice(out['threshold_batch_size'], levels[-1])}"
     return out
+
+
+def _short_levels(run: Run, prompt_set: str, relative: Relative) -> dict[str, dict[str, Any]]:
+    """The measured levels where the dynamic server falls under E_TARGET: its E, the switches
+    its log shows in the window, and the curve it fell short of (eagle3: it should have kept
+    drafting; zero-step: it should have stopped)."""
+    switches = mean_by_level(run.summary, DYNAMIC, prompt_set, "server_switches")
+    return {c: {"efficiency": e, "switches": int(switches.get(int(c), 0)),
+                "short_of": relative.closest.get(int(c))}
+            for c, e in relative.by_level.items()
+            if e < E_TARGET and int(c) not in relative.interpolated}
 
 
 def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],
@@ -83,8 +100,8 @@ def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],
         above = [c for c in plain["levels"] if c > plain["crossover_concurrency"]]
     else:
         above = plain["levels"] if plain["outcome"] == "eagle3_never_wins" else []
-    out = {key: plain[key] for key in ("outcome", "crossover_concurrency", "interval",
-                                       "threshold_batch_size")}
+    out = {key: plain.get(key) for key in ("outcome", "crossover_concurrency", "interval",
+                                           "sampling_interval", "threshold_batch_size")}
     out.update(tax=tax(zero, base), faster_above=plain_advantage(base, speculative, above))
     out["claim"] = plain["claim"]
     out["sentence"] = f"{plain['claim']}; {text.plain_consequence(out)}"

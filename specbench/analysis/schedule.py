@@ -195,12 +195,12 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     vs_default = {c: r for c, r in vs.by_level.items() if int(c) in default} if vs else {}
     return {
         "efficiency": relative.by_level,
-        "efficiency_interval": _ratio_interval(run, prompt_set, requests, relative.closest,
+        "efficiency_interval": ratio_interval(run, prompt_set, requests, relative.closest,
                                                relative.by_level),
         "efficiency_interpolated": relative.interpolated,
         "efficiency_min": relative.minimum,
         "vs_sglang_default": vs_default,
-        "vs_sglang_default_interval": _ratio_interval(
+        "vs_sglang_default_interval": ratio_interval(
             run, prompt_set, requests, dict.fromkeys(map(int, vs_default), SGLANG_DEFAULT),
             vs_default),
         "vs_sglang_default_geomean": (round(geomean(list(vs_default.values())), 4)
@@ -208,12 +208,13 @@ def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
     }
 
 
-def _ratio_interval(run: Run, prompt_set: str, requests: PairedRequests,
-                    against: dict[int, str], shown: dict[str, float]) -> dict[str, list[float]]:
-    """95% interval of tuned / `against[c]` per level: the spread of the two points' ratio
+def ratio_interval(run: Run, prompt_set: str, requests: PairedRequests,
+                   against: dict[int, str], shown: dict[str, float],
+                   mode: str = TUNED) -> dict[str, list[float]]:
+    """95% interval of `mode` / `against[c]` per level: the spread of the two points' ratio
     (paired requests where the points have them, as the crossover's), around the ratio shown.
     Within one launch of each server: the launch-to-launch term is not in it."""
-    num = level_stats(run.summary, TUNED, prompt_set)
+    num = level_stats(run.summary, mode, prompt_set)
     out: dict[str, list[float]] = {}
     for other in sorted(set(against.values())):  # one curve per configuration, as drawn before
         den = level_stats(run.summary, other, prompt_set)
@@ -221,7 +222,7 @@ def _ratio_interval(run: Run, prompt_set: str, requests: PairedRequests,
                   and str(c) in shown]
         if not levels:
             continue
-        curve = ratio_curve(num, den, levels, requests, (TUNED, other), prompt_set)
+        curve = ratio_curve(num, den, levels, requests, (mode, other), prompt_set)
         low, high = band(ratio_draws(curve, seed=INTERVAL_SEED, resamples=INTERVAL_DRAWS))
         for i, c in enumerate(levels):
             out[str(c)] = [round(shown[str(c)] * low[i] / curve.ratio[i], 4),

@@ -121,12 +121,45 @@ def one_server_finding(prompt_set: str, entry: Mapping[str, Any]) -> str:
     if outcome == "crossover":
         return (f"{prompt_set}: stop drafting at batch size T = {t} (EAGLE-3 falls behind its "
                 f"zero-step path at {c_words(one['crossover_concurrency'])} concurrent "
-                f"requests, {_interval(one)}).")
+                f"requests, {_interval(one)}).{holds_words(entry)}")
     if outcome == "eagle3_never_wins":
         return (f"{prompt_set}: never draft, T = 1 (the zero-step path is as fast as EAGLE-3 "
                 f"at every level measured, {_grid(one['levels'])}).")
     return (f"{prompt_set}: keep drafting, T = {t} (EAGLE-3 still beats its zero-step path at "
             f"{one['levels'][-1]}, the largest level measured).")
+
+
+def holds_words(entry: Mapping[str, Any]) -> str:
+    """One sentence where the measured dynamic server falls under the 0.97 it should hold:
+    how much, where, and why in the words its points give; empty where it holds."""
+    short = (entry.get("one_server") or {}).get("efficiency_short") or {}
+    if not short:
+        return ""
+    applied = entry.get("applied_threshold")
+    worst_c, worst = min(short.items(), key=lambda item: item[1]["efficiency"])
+    levels = ", ".join(f"{c} ({d['efficiency']:.3f})" for c, d in short.items())
+    why = _short_why(int(worst_c), applied, worst["short_of"])
+    flips = (f", switching {worst['switches']} times in its window as its batch crossed T"
+             if worst["switches"] else "")
+    at = f" at T = {applied}" if applied is not None else ""
+    lost = 1 - worst["efficiency"]
+    return (f" The dynamic server{at} falls under E = 0.97 at c = {levels}: {lost:.1%} under "
+            f"the better static curve at c = {worst_c}, where {why}{flips}.")
+
+
+def _short_why(level: int, applied: int | None, short_of: str | None) -> str:
+    """Why a dynamic server fell short at `level`, from which side of its threshold the level
+    lies on (closed-loop users keep about c requests running) and which curve it lost to."""
+    drafting = applied is None or level < applied
+    if short_of == "eagle3" and not drafting:
+        return ("it ran its zero-step path where EAGLE-3 was faster (the threshold is too low "
+                "for this load)")
+    if short_of != "eagle3" and drafting:
+        return ("it kept drafting where its zero-step path was faster (the threshold is too "
+                "high for this load)")
+    mode = "drafting" if drafting else "at zero steps"
+    return (f"it ran {mode} as the static server does, but slower: the adaptive runtime's "
+            "own cost, or steps run in the other state")
 
 
 def plain_finding(prompt_set: str, entry: Mapping[str, Any]) -> str | None:
@@ -205,10 +238,13 @@ def _decision_lines(name: str, s: Mapping[str, Any]) -> list[str]:
         lo, hi = d["interval"]
         lines.append(
             f"  {label}: c* = {d['crossover_concurrency']:.1f} (95% interval {lo:.1f}–{hi:.1f}), "
-            f"server batch size {d['crossover_batch_size']:.1f} -> threshold "
+            f"mean server batch size there {d['crossover_batch_size']:.1f}; threshold "
             f"{d['threshold_batch_size']} (interval {d['threshold_interval'][0]}–"
             f"{d['threshold_interval'][1]}), bootstrap support {d['outcome_support']:.0%}"
         )
+    held = holds_words(s)
+    if held:
+        lines.append(f"  dynamic server:{held}")
     notes = [*s["notes"], *((s.get("one_server") or {}).get("notes") or [])]
     lines.extend(f"  note: {note}" for note in notes)
     slots = (s.get("schedule") or {}).get("slots")

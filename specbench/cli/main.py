@@ -16,7 +16,7 @@ from rich.console import Console
 
 from specbench import config as config_mod
 from specbench import presets
-from specbench.cli.guard import guard
+from specbench.cli.guard import fail, guard
 from specbench.cli.options import cli_layer, default_text, help_with_default, sweep_signature
 
 app = typer.Typer(
@@ -168,6 +168,20 @@ def threshold(
         print(f"context: {context}")
 
 
+@app.command()
+def explain(run_dir: Path) -> None:
+    """Why EAGLE-3 wins or loses per level: acceptance x step cost x the rest; writes
+    RUN_DIR/explain.json."""
+    from specbench.analysis import explain as explain_mod
+    from specbench.report import why
+
+    run = _load(run_dir)
+    sets, path = guard(lambda: explain_mod.write_explain(run))
+    console = Console()
+    why.render_terminal(sets, console)
+    console.print(f"explain: {path}", highlight=False)
+
+
 def _chosen_set(found: dict[str, Any], prompt_set: str | None) -> str:
     """The prompt set whose schedule to deploy: the one named, the run's only one, or the
     measured mix; one line when the run cannot say which."""
@@ -258,7 +272,12 @@ def regress(
 @reference_app.command("update")
 def reference_update(
     run_dir: Path,
-    name: Annotated[str, typer.Option(help="reference name under results/reference/")] = "sim-ci",
+    # No default: a default would silently overwrite `sim-ci`, the simulator's CI reference.
+    # Optional to typer so that a missing --name is our one `error:` line, not click's box.
+    name: Annotated[
+        str | None,
+        typer.Option(help="reference name under results/reference/ (required), e.g. sim-ci"),
+    ] = None,
     reference_root: Annotated[Path, typer.Option(help="where references live")] = Path(
         "results/reference"
     ),
@@ -266,6 +285,11 @@ def reference_update(
     """Store RUN_DIR's manifest and summary as the CI reference NAME (deliberately)."""
     from specbench import results
 
+    if not name:
+        fail(
+            "reference update needs --name: no reference is written by default; "
+            f"name the one to write, e.g. specbench reference update {run_dir} --name sim-ci"
+        )
     run = _load(run_dir)
     target = guard(lambda: results.store_reference(run, reference_root / name))
     print(f"reference written: {target}")

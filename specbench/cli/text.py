@@ -119,7 +119,8 @@ def parse_number(text: str, kind: str, flag: str) -> int | float:
 
 
 def parse_gpus(text: str) -> list[int]:
-    """`--gpus 0,1,2,3` or `--gpus all` (every GPU nvidia-smi lists)."""
+    """`--gpus 0,1,2,3`, `--gpus 0-7` (a range, ends included) or `--gpus all` (every GPU
+    nvidia-smi lists)."""
     if text.strip() == "all":
         try:
             listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
@@ -133,11 +134,16 @@ def parse_gpus(text: str) -> list[int]:
         return list(range(count))
     ids: list[int] = []
     for part in (p.strip() for p in text.split(",")):
-        if not part.isdigit():
-            raise ConfigError(f"--gpus: {part!r} is not a GPU id; give e.g. --gpus 0,1,2,3")
-        if int(part) in ids:
-            raise ConfigError(f"--gpus: GPU {part} is given twice; list each GPU once")
-        ids.append(int(part))
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ConfigError(f"--gpus: {part!r} is not a GPU id or range; give e.g. --gpus "
+                              "0,1,2,3 or --gpus 0-7")
+        if dash and int(last) < int(first):
+            raise ConfigError(f"--gpus: the range {part!r} runs backwards; give e.g. --gpus 0-7")
+        for gpu in range(int(first), int(last if dash else first) + 1):
+            if gpu in ids:
+                raise ConfigError(f"--gpus: GPU {gpu} is given twice; list each GPU once")
+            ids.append(gpu)
     return ids
 
 

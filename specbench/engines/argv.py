@@ -122,6 +122,10 @@ def build_argv(
         str(max_running_requests),
         "--enable-metrics",
     ]
+    if flag_value(server.extra_args, "--decode-log-interval") is None:
+        # A decode log line per step: `specbench explain` reads each step's time from them
+        # (SGLang's default, 40, folds the prefills of a loaded server into most lines).
+        argv += ["--decode-log-interval", "1"]
     if server.tp_size != 1:
         argv += ["--tp-size", str(server.tp_size)]
     if server.cuda_graph_bs_decode:

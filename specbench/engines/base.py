@@ -31,19 +31,6 @@ from specbench.results.manifest import PerSetServer, ServerRecord
 if TYPE_CHECKING:
     from specbench.load.protocols import PromptRenderer
 
-# /server_info keys worth keeping in the manifest (the resolved speculative settings).
-_INFO_KEYS = (
-    "version",
-    "speculative_algorithm",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "speculative_adaptive",
-    "max_running_requests",
-    "sim_profile",
-    "sim_time_scale",
-)
-
 
 def server_log(run_dir: Path, name: str) -> Path:
     """Where a launched server of configuration `name` writes its log."""
@@ -128,7 +115,7 @@ class Server:
             log=self.log_path.name if self.log_path else None,
             threshold=self.threshold,
             slots={str(k): v for k, v in self.schedule.slots} if self.schedule else None,
-            server_info={k: self.info[k] for k in _INFO_KEYS if k in self.info},
+            server_info=server_info.recorded(self.info),
             time_scale=self.time_scale,
             per_prompt_set=per_set,
             prompt_renderer=self.prompt_renderer.name if self.prompt_renderer else None,

@@ -323,6 +323,53 @@ def _check_capacity(info: dict[str, Any], expected: Expected) -> list[str]:
     return problems
 
 
+# -- what the manifest keeps --------------------------------------------------------------
+
+# The resolved settings worth keeping per server: the speculative ones specbench checks, and what
+# moves the answer without being on the command line (the attention backend SGLang picked, TP,
+# the CUDA-graph batch sizes, overlap scheduling).
+RECORDED_KEYS = (
+    "version",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "speculative_adaptive",
+    "max_running_requests",
+    "attention_backend",
+    "decode_attention_backend",
+    "prefill_attention_backend",
+    "tp_size",
+    "disable_overlap_schedule",
+    "disable_cuda_graph",
+    "cuda_graph_bs",
+    "cuda_graph_max_bs",
+    "sim_profile",
+    "sim_time_scale",
+)
+
+
+def _decode_graphs(info: dict[str, Any]) -> tuple[Any, Any]:
+    """(decode CUDA-graph batch sizes, their largest): SGLang 0.5.23 resolves them into
+    cuda_graph_config.decode.{bs,max_bs}; 0.5.17 returned cuda_graph_bs and cuda_graph_max_bs."""
+    config = info.get("cuda_graph_config")
+    decode = config.get("decode") if isinstance(config, dict) else None
+    if isinstance(decode, dict) and (decode.get("bs") or decode.get("max_bs")):
+        if decode.get("backend") == "disabled":
+            return [], 0
+        return decode.get("bs"), decode.get("max_bs")
+    sizes = info.get("cuda_graph_bs") or info.get("cuda_graph_bs_decode")
+    return sizes, info.get("cuda_graph_max_bs") or info.get("cuda_graph_max_bs_decode")
+
+
+def recorded(info: dict[str, Any]) -> dict[str, Any]:
+    """The /server_info keys the manifest keeps (:data:`RECORDED_KEYS`, those the server gave),
+    the decode CUDA-graph sizes under one name whichever release said them."""
+    sizes, largest = _decode_graphs(info)
+    flat = {**info, "cuda_graph_bs": sizes, "cuda_graph_max_bs": largest}
+    return {k: flat[k] for k in RECORDED_KEYS if flat.get(k) is not None}
+
+
 # -- reading it ---------------------------------------------------------------------------
 
 def fetch_server_info(

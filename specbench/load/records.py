@@ -47,6 +47,11 @@ class PointSpec:
     warmup_s: float
     window_s: float
     window_max_requests: int | None = None
+    # Closed loop, one client process: past window_s the window stays open until this many
+    # requests have finished in it, or until window_max_s (wall) has passed since it opened.
+    # None, or a cap not above window_s: it ends at window_s.
+    window_min_requests: int | None = None
+    window_max_s: float | None = None
     request_timeout_s: float = 600.0
     temperature: float = 0.0
     api_key: str | None = field(default=None, repr=False)
@@ -126,7 +131,9 @@ class PointResult:
     server_gone: bool
     concurrency: int
     protocol: str
-    end_reason: str  # window_s | window_max_requests | server_gone
+    # window_s | window_max_requests | window_min_requests (held open until enough finished) |
+    # max_window_s (held open, capped) | server_gone | drained (open loop)
+    end_reason: str
     # The window opened although not all users were in flight (failures kept some idle).
     window_forced_open: bool = False
     # Scrapes of the server's load gauges through the window (see GAUGES).

@@ -2,7 +2,7 @@
 
 :func:`run_point` drives ``c`` persistent users against one base URL. Each user sends its next
 request (taken from one shared cursor over the ordered request list, cycling) as soon as the
-last one ends, so the server sees ``c`` requests at all times (DESIGN §5). Each user streams
+last one ends, so the server sees ``c`` requests at all times. Each user streams
 over its own keep-alive HTTP/1.1 connection (:mod:`specbench.load.http1`); aiohttp only scrapes
 ``/metrics``.
 
@@ -16,6 +16,10 @@ Timeline of a point (all times ``time.monotonic()``, the clock the simulator als
                         └─ window closes after window_s or window_max_requests finished
                            (scrape /metrics again, note client CPU), then every request
                            still running is cancelled; its tokens inside the window count.
+                           With window_min_requests, a window holding fewer finished
+                           requests at window_s stays open until the one that makes them
+                           enough ends, or until window_max_s: either way a cut at one
+                           instant, as the metrics need (tok/s over the window's edges).
 
 A first use stalls a fresh server: SGLang with FlashInfer compiles a kernel (its cascade module)
 the first time a prefill hits the prefix cache, and no request gets a token for seconds. The
@@ -123,6 +127,8 @@ def _validate(spec: PointSpec) -> None:
         raise LoadError("window_s must be > 0 and warmup_s >= 0; fix the [load] values")
     if spec.window_max_requests is not None and spec.window_max_requests < 1:
         raise LoadError("window_max_requests must be at least 1 (or unset)")
+    if spec.window_min_requests is not None and spec.window_min_requests < 1:
+        raise LoadError("window_min_requests must be at least 1 (or unset)")
     if spec.request_timeout_s <= 0:
         raise LoadError("request_timeout_s must be > 0; fix the [load] value")
     if not spec.base_url.startswith(("http://", "https://")):
@@ -178,6 +184,15 @@ class _Point:
         self.cpu_start = 0.0
         self.cpu_end = 0.0
         self.window_forced_open = False
+        # Held open for finished requests: closed loop in one process only (procs.py's
+        # coordinator ends a split point's window at window_s itself; an open loop's window is
+        # its arrivals), and only where the cap leaves room past window_s.
+        self.min_requests: int | None = None
+        if (spec.window_min_requests is not None and spec.window_max_s is not None
+                and spec.window_max_s > spec.window_s and gate is None
+                and spec.request_rate is None):
+            self.min_requests = spec.window_min_requests
+        self.held_open = False  # past window_s, waiting for min_requests
         self.opened = asyncio.Event()
         self.warm_enough = asyncio.Event()
         if spec.warmup_min_requests <= 0:
@@ -213,11 +228,30 @@ class _Point:
         self.opened.set()
         loop = asyncio.get_running_loop()
         # loop.time() is time.monotonic(), so the deadline is exact on the same clock.
-        loop.call_at(self.window_start + self.window_cap_s(), self.close, "window_s")
+        if self.min_requests is None:
+            loop.call_at(self.window_start + self.window_cap_s(), self.close, "window_s")
+        else:
+            loop.call_at(self.window_start + self.spec.window_s, self.window_s_passed)
+            loop.call_at(self.window_start + self.window_cap_s(), self.close, "max_window_s")
 
     def window_cap_s(self) -> float:
         """The longest the window may stay open (wall seconds)."""
+        if self.min_requests is not None and self.spec.window_max_s is not None:
+            return self.spec.window_max_s
         return self.spec.window_s
+
+    def window_s_passed(self) -> None:
+        """At window_s: close, unless fewer than min_requests have finished in the window; then
+        the request that makes them enough closes it as it ends (finish), or the cap does."""
+        assert self.min_requests is not None
+        if self.closing.is_set():
+            return
+        if self.finished_in_window >= self.min_requests:
+            self.close("window_s")
+            return
+        self.held_open = True
+        if self.spec.live is not None:  # the display's "window x/y s" counts to the cap
+            self.spec.live.window_s = self.window_cap_s()
 
     def close(self, reason: str, at: float | None = None) -> None:
         if self.closing.is_set():
@@ -335,6 +369,9 @@ class _Point:
                 limit = self.spec.window_max_requests
                 if limit is not None and self.finished_in_window >= limit:
                     self.close("window_max_requests")
+                elif self.held_open and self.min_requests is not None \
+                        and self.finished_in_window >= self.min_requests:
+                    self.close("window_min_requests")
         else:
             self.kept.append(flight)  # ended between the close and the cancellation
         self.watch_server(flight)

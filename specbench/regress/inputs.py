@@ -18,6 +18,7 @@ import pandas as pd
 
 from specbench import configurations
 from specbench.config import to_dict
+from specbench.configurations import DECISION_PAIRS
 from specbench.errors import ConfigError, UserError
 from specbench.results import Run
 from specbench.results.points import level_text, rate_text
@@ -157,17 +158,20 @@ def allowed_config_fields() -> tuple[str, ...]:
 
 
 def threshold_only_levels(run: Run, keys: Iterable[Key]) -> set[Key]:
-    """Dynamic-mode points at levels outside the configured grid.
+    """Points at the T-1, T, T+1 levels a sweep adds outside the configured grid.
 
-    The sweep adds T-1, T, T+1 for the dynamic mode only. There the running batch size
-    straddles the switch, so whether a step drafts depends on request timing and the
-    throughput does not repeat between identical runs (measured: up to 50% apart); with an
-    auto threshold the levels themselves move. They are reported in the run, not gated.
+    The sweep adds them for the dynamic mode and, where a run has one, for the two static
+    servers it is compared with there. At the dynamic server the running batch straddles the
+    switch, so whether a step drafts depends on request timing and the throughput does not
+    repeat between identical runs (measured: up to 50% apart); with an auto threshold the
+    levels themselves move. They are reported in the run, not gated.
     """
     if run.open_loop:  # a point per rate, the same for every configuration
         return set()
     levels = set(run.manifest.config.concurrency)
-    return {k for k in keys if _straddles(k[0]) and k[2] not in levels}
+    switching = any(_straddles(name) for name in run.manifest.config.modes)
+    return {k for k in keys if k[2] not in levels and (
+        _straddles(k[0]) or (switching and k[0] in DECISION_PAIRS["T"]))}
 
 
 def _straddles(name: str) -> bool:
@@ -250,9 +254,10 @@ def _raise_problems(reference: Run, candidate: Run, ref: dict[Key, Samples],
     missing = sorted(k for k in ref if k not in cand and k[1] in cand_sets)
     optional = threshold_only_levels(reference, ref)
     if optional:
-        notes.append(f"{len(optional)} dynamic point(s) at levels the sweep added around the "
-                     f"threshold, not gated (the server switches there, so they do not repeat "
-                     f"run to run): {describe_points(optional)}")
+        notes.append(f"{len(optional)} point(s) at levels the sweep added around the "
+                     f"threshold, not gated (the dynamic server switches there, so they do not "
+                     f"repeat run to run, and an auto threshold moves them): "
+                     f"{describe_points(optional)}")
         missing = [k for k in missing if k not in optional]
     if missing:
         problems.append(f"{len(missing)} reference point(s) missing in the candidate: "

@@ -46,6 +46,7 @@ from specbench.report.tables import (
     latency_section,
     length_section,
 )
+from specbench.report.why import why_blocks
 from specbench.results import PointKey, Run
 from specbench.results.manifest import gpu_time
 from specbench.results.store import atomic_write
@@ -356,9 +357,9 @@ def _summary_section(result: dict[str, Any]) -> list[Block]:
              for note in _notes(s)]
     return [table(headers, body),
             Para(plain("T is the one-server threshold (batch size): where EAGLE-3 falls below "
-                       "its own zero-step path, mapped to the servers' measured running "
-                       "requests (where EAGLE-3 meets the baseline when no zero-step curve was "
-                       "measured). c* vs base is where a separate plain server starts to beat "
+                       "its own zero-step path, as c users keep c requests running (where "
+                       "EAGLE-3 meets the baseline when no zero-step curve was measured). "
+                       "c* vs base is where a separate plain server starts to beat "
                        "any speculative one; tax = 1 - zero-step / baseline over the levels; "
                        "plain faster = baseline over the best speculative configuration above "
                        "c* vs base.")),
@@ -508,6 +509,7 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out.append(Para(plain(measured_on(run))))
     for prompt_set in run.prompt_sets:
         out += _set_section(run, prompt_set, result)
+    out += why_blocks(run)
     out += _figures_section(run, figure_names or [], plot_error)
     # Lengths and acceptance read the same per-request rows: read them once.
     requests_by_set = {s: finished_requests(run, s) for s in run.prompt_sets}

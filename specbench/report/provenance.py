@@ -1,5 +1,6 @@
-"""What a run measured, in one sentence: the hardware, SGLang and its attention backend, or the
-simulator's profile.
+"""What a run measured, in one sentence: the hardware, SGLang and its attention backend (the
+one SGLang resolved when none was given, with TP, CUDA graphs and overlap scheduling from the
+servers' /server_info), or the simulator's profile.
 
 The attention backend moves the answer more than anything else a user does not see: the same
 8B pair on the same H200 crossed over at c* = 6.3 with Triton attention and at 18 with
@@ -7,6 +8,8 @@ FlashInfer (results/gpu/README.md). A report that does not name it is not an ans
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from specbench.engines.argv import flag_value
 from specbench.results import Run
@@ -19,6 +22,40 @@ def attention_backend(run: Run) -> str | None:
         if backend:
             return backend
     return flag_value(run.manifest.config.server.extra_args, "--attention-backend")
+
+
+def _resolved(run: Run, key: str) -> Any:
+    """What the first server whose /server_info gave `key` resolved it to (manifest)."""
+    for server in run.manifest.servers.values():
+        value = server.server_info.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def resolved_settings(run: Run) -> str | None:
+    """The settings the servers resolved that the command line need not show, in words: TP,
+    decode CUDA graphs, overlap scheduling, EAGLE-3's topk and draft tokens; None when the
+    manifest kept none (runs recorded before these keys were kept)."""
+    parts = []
+    tp = _resolved(run, "tp_size")
+    if tp is not None:
+        parts.append(f"TP {tp}")
+    sizes, largest = _resolved(run, "cuda_graph_bs"), _resolved(run, "cuda_graph_max_bs")
+    if sizes == [] or _resolved(run, "disable_cuda_graph") is True:
+        parts.append("no decode CUDA graphs")
+    elif isinstance(sizes, list) and sizes:
+        parts.append(f"decode CUDA graphs at {len(sizes)} batch sizes up to {max(sizes)}")
+    elif largest:
+        parts.append(f"decode CUDA graphs up to batch {largest}")
+    overlap = _resolved(run, "disable_overlap_schedule")
+    if overlap is not None:
+        parts.append("overlap scheduling " + ("off" if overlap else "on"))
+    topk = _resolved(run, "speculative_eagle_topk")
+    tokens = _resolved(run, "speculative_num_draft_tokens")
+    if topk is not None and tokens is not None:
+        parts.append(f"EAGLE-3 topk {topk} with {tokens} draft tokens")
+    return ", ".join(parts) if parts else None
 
 
 def measured_on(run: Run) -> str:
@@ -40,8 +77,15 @@ def measured_on(run: Run) -> str:
     hardware = f"{len(gpus)}x {', '.join(names)}" if names else "GPUs not recorded"
     version = run.manifest.engine.version or "unknown version"
     backend = attention_backend(run)
-    attention = (f"{backend} attention" if backend
-                 else "SGLang's default attention backend (no --attention-backend given)")
+    chosen = _resolved(run, "attention_backend")
+    if backend:
+        attention = f"{backend} attention"
+    elif chosen:  # SGLang picked it: the server's /server_info said which
+        attention = f"{chosen} attention (SGLang's default here; no --attention-backend given)"
+    else:
+        attention = "SGLang's default attention backend (no --attention-backend given)"
+    settings = resolved_settings(run)
+    attention += f"; the servers resolved {settings}" if settings else ""
     skip = ""
     if config.server.skip_zero_step_draft_extend and any(
             c.kind == "dynamic" for c in config.configurations):

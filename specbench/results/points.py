@@ -1,6 +1,6 @@
 """Point files and the summary: one file per measured point, one row per point.
 
-Layout (DESIGN §6)::
+Layout::
 
     <run>/points/<configuration>/<prompt_set>/c<C>-r<R>.parquet   per-request rows; the point's
                                                                   summary row rides in the

@@ -163,7 +163,9 @@ def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
 def _reading(entry: Mapping[str, Any], decision: Decision
              ) -> tuple[str | None, float | None, list[float] | None]:
     found = entry.get(decision.field) or {}
-    return found.get("outcome"), found.get("crossover_concurrency"), found.get("interval")
+    # The draws' interval: a chord's bend is narrowed by the levels bisection places anyway.
+    interval = found.get("sampling_interval") or found.get("interval")
+    return found.get("outcome"), found.get("crossover_concurrency"), interval
 
 
 def _winning_level(shared: Iterable[int], outcome: str | None,

@@ -20,7 +20,7 @@ from specbench.engines import make_engine
 from specbench.prompts import context
 from specbench.results.manifest import RunStatus, gpu_time
 from specbench.run import adaptive, rundir
-from specbench.run.parallel import ParallelRunner
+from specbench.run.parallel import ParallelRunner, visible_gpus
 from specbench.run.plan import point_estimate_s
 from specbench.run.preflight import preflight
 from specbench.run.progress import SweepProgress
@@ -82,22 +82,27 @@ def execute(sweep: Sweep) -> None:
                              point_estimate_s=point_estimate_s(cfg, sweep.engine),
                              launch_estimate_s=sweep.engine.start_estimate_s)
     progress.gpu_spent_s = lambda: sum(t.total_gpu_s for t in gpu_time(sweep.manifest).values())
-    with progress:
+    slots = cfg.gpu_slots()
+    # One slot (--gpus at a TP size that fills them): its servers see only its GPUs, as a
+    # side-by-side slot's do.
+    pinned = visible_gpus(slots[0]) if len(slots) == 1 and cfg.executor != "ray" else (
+        contextlib.nullcontext())
+    with progress, pinned:
         if cfg.plan == "auto":  # real SGLang: the launch time decides (run/plan.py)
             sweep.choose_plan(progress)
             cfg = sweep.cfg
-        slots = cfg.gpu_slots()
         if cfg.executor == "ray":
             RayRunner(sweep, slots).run(progress)
         elif len(slots) > 1:
             ParallelRunner(sweep, slots).run(progress)
-        elif cfg.plan == "adaptive":
+        else:
             static = [c for c in cfg.configurations if not cfg.waits_for_analysis(c)]
-            adaptive.first_levels(sweep.manifest.refined, cfg.concurrency, sweep.sets,
-                                  [c.name for c in static])
+            if cfg.plan == "adaptive":
+                adaptive.first_levels(sweep.manifest.refined, cfg.concurrency, sweep.sets,
+                                      [c.name for c in static])
             sweep.run_configurations(static, progress, keep_last=True)
-            adaptive.refine(sweep, static, progress)
+            if cfg.plan == "adaptive":
+                adaptive.refine(sweep, static, progress)
+            sweep.measure_straddles(static, progress)
             sweep.run_configurations(
                 [c for c in cfg.configurations if cfg.waits_for_analysis(c)], progress)
-        else:
-            sweep.run_configurations(cfg.configurations, progress)

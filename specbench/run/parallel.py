@@ -42,10 +42,6 @@ from specbench.run.sweep import Sweep, SweepError, SweepInterrupted, signals_rai
 
 _POLL_S = 0.2
 _STOP_WAIT_S = 30.0
-# Each slot's server gets its own port: the configured one plus this times the slot index.
-PORT_STRIDE = 10
-
-
 def now_iso() -> str:
     # Microseconds: the test that no two servers held one GPU compares these intervals.
     return datetime.now(UTC).isoformat()
@@ -156,9 +152,11 @@ class Runner:
         progress.parallel = 1
         if dependent:
             slot = self.slots[0] if self.slots else ()
-            placement = self.placement(dependent[0].name, slot, sweep.cfg.server.port)
+            placement = self.placement(dependent[0].name, slot, sweep.cfg.slot_port(0))
             with visible_gpus(slot) if slot else contextlib.nullcontext():
                 try:
+                    static = [c for c in sweep.cfg.configurations if c not in dependent]
+                    sweep.measure_straddles(static, progress)
                     sweep.run_configurations(dependent, progress)
                 finally:
                     placement.stopped_at = now_iso()
@@ -233,7 +231,7 @@ class ParallelRunner(Runner):
 
     def _start(self, name: str, index: int, cfg_json: str) -> None:
         slot = self.slots[index]
-        port = self.sweep.cfg.server.port + PORT_STRIDE * index
+        port = self.sweep.cfg.slot_port(index)
         placement = self.placement(name, slot, port)
         process = self.context.Process(
             target=run_worker, args=(cfg_json, str(self.sweep.run_dir), name, slot, port, self.out),

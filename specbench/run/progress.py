@@ -137,7 +137,7 @@ class SweepProgress:
             console=console,
             transient=False,
             # Rich redraws from a thread in the client's process: at its default 10 Hz the
-            # line cost the client more CPU than a 250-user point's streams (issue 23).
+            # line cost the client more CPU than a 250-user point's streams.
             refresh_per_second=_REDRAWS_PER_S,
         )
         self._task: TaskID = self._progress.add_task("sweep", total=total)

@@ -20,7 +20,7 @@ from typing import Any
 from specbench.configurations import ServerConfiguration
 from specbench.errors import ConfigError
 from specbench.results.manifest import PlacementRecord
-from specbench.run.parallel import PORT_STRIDE, Runner, now_iso, run_worker
+from specbench.run.parallel import Runner, now_iso, run_worker
 from specbench.run.progress import SweepProgress
 from specbench.run.sweep import Sweep, SweepError
 
@@ -94,7 +94,7 @@ class RayRunner(Runner):
         cfg_json, run_dir = sweep.cfg.model_dump_json(), str(sweep.run_dir)
         pending: dict[Any, tuple[str, PlacementRecord]] = {}
         for index, config in enumerate(waiting):
-            port = sweep.cfg.server.port + PORT_STRIDE * index
+            port = sweep.cfg.slot_port(index)
             placement = self.placement(config.name, (), port)  # GPUs known when it returns
             pending[remote.remote(cfg_json, run_dir, config.name, port)] = (config.name,
                                                                            placement)

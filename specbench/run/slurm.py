@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench import config as config_mod
+from specbench import config_schema
 from specbench.config import SweepConfig
 from specbench.errors import ConfigError
 from specbench.redaction import redact
@@ -37,7 +38,7 @@ from specbench.results.store import atomic_write
 # Fields each task sets on its own command line, so they are left out of the written spec.
 _PER_TASK_FIELDS = ("results_dir", "run_name", "only_config")
 # Ports of array task i: the spec's port + PORT_STRIDE * i (room for a server's side ports).
-PORT_STRIDE = 10
+PORT_STRIDE = config_schema.PORT_STRIDE
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SPEC_END = "SPECBENCH_SPEC"
 

@@ -1,10 +1,10 @@
 """`specbench sweep`: servers up, points measured, results on disk, the decision at the end.
 
-Order (DESIGN §2): the static configurations (baseline, EAGLE-3 at each K), then the threshold
-from their curves, then the dynamic servers with it (plus levels that straddle it). Every point
-is written the moment it is measured; the manifest records each point's status, so an
-interrupted or crashed sweep keeps everything finished and `--resume RUN_DIR` measures only
-what is missing. The engine (simulated, real SGLang, attached) is behind `engines.Engine`: this
+Order: the static configurations (baseline, EAGLE-3 at each K), then the threshold from their
+curves, the static servers the dynamic one is compared with at T-1, T, T+1, then the dynamic
+servers with it (at the same levels). Every point is written the moment it is measured; the
+manifest records each point's status, so an interrupted or crashed sweep keeps everything
+finished and `--resume RUN_DIR` measures only what is missing. The engine (simulated, real SGLang, attached) is behind `engines.Engine`: this
 module never asks which one it has.
 """
 
@@ -35,7 +35,7 @@ from specbench.load import arrivals, procs, protocols, runner
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
 from specbench.results.manifest import ServerRecord
 from specbench.run import adaptive
-from specbench.run.plan import levels_for
+from specbench.run.plan import compared_at_threshold, levels_for, straddled_thresholds
 from specbench.run.progress import SweepProgress
 from specbench.run.verdicts import (
     check_context,
@@ -115,6 +115,11 @@ def run_load(spec: runner.PointSpec, client_procs: int = 1) -> runner.PointResul
     if _interrupts:  # the signal came as the point was ending: its result is not kept
         raise _interrupts.pop()
     return result
+
+
+# Rounds of static points around T: T chosen from the grid, then again with the points around
+# it (a chord between grid levels misplaces it by a level or two), rarely a third time.
+STRADDLE_ROUNDS = 3
 
 
 class Sweep:
@@ -220,9 +225,55 @@ class Sweep:
         return [
             PointKey(config.name, name, c, r)
             for name in names
-            for c in levels_for(config, self.cfg, schedule, self._refined(config, name))
+            for c in levels_for(config, self.cfg, schedule, self._refined(config, name),
+                                self._straddled(config, name))
             for r in range(self.cfg.load.repeats)
         ]
+
+    def _straddled(self, config: ServerConfiguration, name: str) -> list[int]:
+        """The thresholds known now of the dynamic servers of set `name` that `config`, a
+        static server they are compared with, is also measured around."""
+        schedules = [self._known_schedules(c).get(name) for c in self.cfg.configurations
+                     if c.adaptive == "threshold"]
+        return straddled_thresholds(config, schedules)
+
+    def measure_straddles(self, static: list[ServerConfiguration],
+                          progress: SweepProgress) -> None:
+        """Once each set's threshold is chosen, the static servers a dynamic one is compared
+        with measure its T-1, T and T+1 too (the server still up goes first), so that no
+        efficiency at the switch rests on curves interpolated between grid levels."""
+        if not any(c.adaptive == "threshold" for c in self.cfg.configurations):
+            return
+        chosen = any(c.adaptive == "threshold" and c.needs_analysis
+                     for c in self.cfg.configurations)
+        if chosen:
+            self._choose_thresholds()
+        compared = [c for c in static if compared_at_threshold(c)]
+        for _ in range(STRADDLE_ROUNDS):
+            running = self.server.config.name if self.server else None
+            self.run_configurations(sorted(compared, key=lambda c: c.name != running), progress,
+                                    keep_last=True)
+            if not chosen or not self._threshold_moved():
+                return
+
+    def _threshold_moved(self) -> bool:
+        """Choose the auto thresholds again with the points measured around them; True (and
+        the new ones kept) where one moved: the chord between grid levels had misplaced it."""
+        record = self.manifest.threshold
+        if record is None or record.source != "auto" or not configurations.analyzable(
+                self.cfg.modes):
+            return False
+        again = self._thresholds_from_crossovers(list(self.sets))
+        if again.per_prompt_set == record.per_prompt_set:
+            return False
+        moved = ", ".join(f"{n} {record.per_prompt_set.get(n)} -> {t}"
+                          for n, t in again.per_prompt_set.items()
+                          if t != record.per_prompt_set.get(n))
+        self.console.print(f"thresholds moved with the points around them: {moved}; "
+                           "measuring around the new ones", highlight=False)
+        self.manifest.threshold = again
+        self.manifest.save(self.run_dir)
+        return True
 
     def _refined(self, config: ServerConfiguration, name: str) -> list[int]:
         """The adaptive plan's levels for one server and prompt set ([] in a dense run)."""
@@ -236,7 +287,8 @@ class Sweep:
         for config in self.cfg.configurations:
             known = self._known_schedules(config)
             for name in self.sets:
-                levels = levels_for(config, self.cfg, known.get(name), self._refined(config, name))
+                levels = levels_for(config, self.cfg, known.get(name),
+                                    self._refined(config, name), self._straddled(config, name))
                 total += (len(self.cfg.load.request_rates) or len(levels)) * self.cfg.load.repeats
         return total
 
@@ -433,7 +485,7 @@ class Sweep:
             burstiness=load.burstiness, max_concurrency=load.max_concurrency,
             burst_requests=max(self.cfg.concurrency), arrival_seed=load.seed + key.repeat,
             drain_max_s=4 * load.window_s / server.time_scale, window_max_requests=None,
-            warmup_min_requests=0)
+            window_min_requests=None, warmup_min_requests=0)
 
     def _closed_spec(self, key: PointKey, server: Server) -> runner.PointSpec:
         load = self.cfg.load
@@ -448,6 +500,8 @@ class Sweep:
             warmup_max_s=max(load.warmup_max_s, load.warmup_s) / server.time_scale,
             window_s=load.window_s / server.time_scale,
             window_max_requests=load.window_max_requests,
+            window_min_requests=load.min_window_requests,
+            window_max_s=load.window_cap_s() / server.time_scale,
             request_timeout_s=load.request_timeout_s,
             temperature=load.temperature,
             api_key=load.api_key,

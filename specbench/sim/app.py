@@ -54,6 +54,64 @@ _HEALTH_TIMEOUT_S = 20.0
 _BEHIND_LAG_S = 0.05
 
 
+
+# -- what SGLang 0.5.23 resolves and /server_info returns (server_args.resolved_dict) ------------
+
+def _given(argv: tuple[str, ...], flag: str) -> str | None:
+    """The value of `--flag V` / `--flag=V` in the launch argv (the last one wins)."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1:]
+    return value
+
+
+def _decode_graph_sizes(speculative: bool, max_bs: int) -> list[int]:
+    """SGLang 0.5.23's decode CUDA-graph batch sizes up to max_bs
+    (cuda_graph_hook.generate_decode_cuda_graph_batch_sizes): less padding when speculative."""
+    if speculative:
+        sizes = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8),
+                 *range(272, max_bs + 1, 16)]
+    else:
+        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16),
+                 *range(512, max_bs + 1, 32)]
+    sizes = [b for b in sizes if b <= max_bs]
+    return sizes if max_bs in sizes else [*sizes, max_bs]
+
+
+def _resolved_execution(s: ServerSettings) -> dict[str, Any]:
+    """The attention backend, CUDA graphs and overlap scheduling as SGLang 0.5.23 on an H200
+    resolves them: FA3 by default on Hopper (MHA with topk 1, and MLA); decode graphs up to 256
+    rows below TP 4, else 512, capped at --max-running-requests unless given; overlap
+    scheduling on (EAGLE-3 runs spec v2) unless --disable-overlap-schedule."""
+    argv = s.argv
+    no_graphs = "--disable-cuda-graph" in argv
+    if s.cuda_graph_bs_decode:
+        sizes: list[int] | None = list(s.cuda_graph_bs_decode)
+        max_bs: int | None = max(s.cuda_graph_bs_decode)
+    else:
+        max_bs = s.cuda_graph_max_bs_decode or min(256 if s.tp_size < 4 else 512,
+                                                   s.max_running_requests)
+        sizes = _decode_graph_sizes(s.speculative, max_bs)
+    phase = {"tc_compiler": "eager", "max_context_size": None, "full_prefill_max_req": None,
+             "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None}
+    return {
+        "attention_backend": _given(argv, "--attention-backend") or "fa3",
+        "decode_attention_backend": _given(argv, "--decode-attention-backend"),
+        "prefill_attention_backend": _given(argv, "--prefill-attention-backend"),
+        "disable_cuda_graph": no_graphs,
+        "disable_overlap_schedule": "--disable-overlap-schedule" in argv,
+        "cuda_graph_config": {
+            "decode": {"backend": "disabled" if no_graphs else "full", "max_bs": max_bs,
+                       "bs": sizes, **phase},
+            "prefill": {"backend": "disabled" if no_graphs else "breakable",
+                        "max_bs": s.cuda_graph_max_bs_prefill or s.chunked_prefill_size,
+                        "bs": None, **phase},
+        },
+    }
+
 class SimServer:
     """State shared by the handlers: settings, the scheduler, counters, status."""
 
@@ -226,6 +284,7 @@ class SimServer:
             else None,
             "cuda_graph_max_bs_decode": s.cuda_graph_max_bs_decode,
             "cuda_graph_max_bs_prefill": s.cuda_graph_max_bs_prefill,
+            **_resolved_execution(s),
             "max_total_num_tokens": sch.kv_capacity_tokens,
             "disable_radix_cache": s.disable_radix_cache,
             "enable_cache_report": s.enable_cache_report,

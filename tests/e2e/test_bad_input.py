@@ -108,6 +108,8 @@ CASES = [
     # placement on GPUs
     ("gpus not ids", ["--gpus", "0,x"], "--gpus: 'x' is not a GPU id"),
     ("gpus twice", ["--gpus", "0,1,1"], "GPU 1 is given twice"),
+    ("gpus range backwards", ["--gpus", "3-0"], "the range '3-0' runs backwards"),
+    ("gpus range and id twice", ["--gpus", "0-3,2"], "GPU 2 is given twice"),
     ("gpus fewer than tp", ["--gpus", "0", "--tp-size", "2"], "fewer GPUs than one server"),
     ("gpus all without gpus", ["--gpus", "all"], "nvidia-smi lists no GPU here"),
     ("gpus with attach", ["--engine", "attach", "--attach", "baseline=http://127.0.0.1:9",

@@ -59,15 +59,20 @@ def test_the_default_sweep_end_to_end(tmp_path: Path, port: int) -> None:
         json.loads(p.read_text()) for p in (run_dir / "servers").glob("dynamic*.adaptive.json")
     ]
     for name, threshold in per_set.items():
-        # The dynamic server runs at the one-server threshold: where EAGLE-3 meets zero-step.
-        assert analysis["prompt_sets"][name]["one_server"]["threshold_batch_size"] == threshold
+        # The dynamic server runs at the one-server threshold: where EAGLE-3 meets zero-step
+        # on the grid. The static servers then measure its T-1, T, T+1 too, and the crossing
+        # read with those points lies within the interval of the one read without them.
+        one_server = analysis["prompt_sets"][name]["one_server"]
         assert analysis["prompt_sets"][name]["applied_threshold"] == threshold
+        low, high = one_server["threshold_interval"]
+        assert low - 1 <= threshold <= high + 1, (threshold, one_server)
         assert {"candidate_steps": [0]} in [c.get(str(threshold)) for c in configs]
         straddle = {threshold - 1, threshold, threshold + 1} & set(range(1, 65))
-        measured = set(
-            run.summary.query("mode == 'dynamic' and prompt_set == @name")["concurrency"]
-        )
-        assert straddle <= measured
+        for mode in ("dynamic", "eagle3", "zero-step"):
+            measured = set(
+                run.summary.query("mode == @mode and prompt_set == @name")["concurrency"])
+            assert straddle <= measured, mode
+        assert one_server["efficiency_interpolated"] == []
     # GPU time: one launch per server, every point's share; the report tabulates it.
     spent = gpu_time(run.manifest)
     assert set(spent) == {"baseline", "eagle3", "zero-step", "dynamic"}

@@ -48,7 +48,7 @@ def test_dry_run_prints_three_correct_commands(tmp_path: Path) -> None:
     assert set(lines) == {"baseline", "eagle3", "dynamic"}
     common = (
         "-m sglang.launch_server --model-path org/target --host 127.0.0.1 --port 30123 "
-        "--max-running-requests 250 --enable-metrics"
+        "--max-running-requests 250 --enable-metrics --decode-log-interval 1"
     )
     spec = (
         "--speculative-algorithm EAGLE3 --speculative-draft-model-path org/draft "

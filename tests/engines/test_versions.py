@@ -130,6 +130,7 @@ def test_a_window_where_nothing_finished_takes_the_servers_gauge(tmp_path: Path)
     done = sweep_cli(
         tmp_path, free_port(), "--modes", "eagle3", "--prompts", "coding", "--concurrency", "1",
         "--ignore-eos", "--sim-time-scale", "2", "--warmup-s", "0.5", "--window-s", "1",
+        "--max-window-s", "1",  # not held open for finished requests: none is to finish
         "--sim-arg=--sim-sglang-version=0.5.17", name="gauge",
     )
     assert done.returncode == 0, done.stderr

@@ -1,0 +1,312 @@
+"""Why EAGLE-3 wins or loses at a level: acceptance x (plain step / speculative step) x the rest.
+
+Per prompt set and level, EAGLE-3's tok/s over the baseline's (R, from the summary) splits as
+
+    R = A x (t_plain / t_spec) x rest
+
+- A: tokens per verify (the summary's ``accept_length``; the plain server's is 1);
+- t_spec / t_plain: a speculative decode step's time over a plain one's at the same running
+  batch, from the servers' steady ``Decode batch`` lines (:mod:`.steps`): decode alone;
+- rest = R x (t_spec / t_plain) / A: everything that is not a decode step (prefill, admission,
+  the frontend), which a server with fewer decode steps per request pays relatively more of.
+
+The break-even acceptance is the A at which EAGLE-3 would tie the plain server there, the step
+ratio and the rest held: A* = (t_spec / t_plain) / rest (= A / R). The largest term is the one
+furthest from its ideal on the log scale: acceptance from K + 1 (every draft accepted), the
+step ratio from 1, the rest from 1 (a rest above 1 holds nothing back).
+
+Intervals: the step ratio from a block bootstrap over each server's steady lines (consecutive
+lines share a batch and its contexts, so blocks of them are resampled); R from its per-level
+error (:mod:`.intervals`, the one the crossover uses); A as measured (the stream's count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specbench.analysis.curves import level_stats, mean_by_level, slice_inflation
+from specbench.analysis.intervals import PairedRequests, percentile_interval, ratio_curve
+from specbench.analysis.steps import DecodeInterval, decode_log_interval, point_intervals
+from specbench.engines.argv import flag_value
+from specbench.errors import UserError
+from specbench.results import PointKey, Run
+from specbench.results.store import write_json
+from specbench.stats import draw_log_ratios
+
+EXPLAIN_FILE = "explain.json"
+EXPLAIN_VERSION = 1
+BASELINE = "baseline"
+MIN_STEADY_LINES = 5  # per server at the compared batch; fewer say too little about a step
+BOOTSTRAP_BLOCKS = 20
+RESAMPLES = 2000
+ONE_STEP_ARG = "--server-arg=--decode-log-interval=1"
+
+# Each term: what it is in words, and what a user can try when it holds EAGLE-3 back most.
+TERMS: dict[str, tuple[str, str]] = {
+    "acceptance": ("acceptance",
+                   "a better-trained draft head, or the chat template the head was trained with"),
+    "step": ("the speculative step (draft forwards and the verify)",
+             "fewer draft steps (--spec-steps) or a cheaper verify attention backend "
+             "(--attention-backend)"),
+    "rest": ("the rest (prefill, admission, the frontend)",
+             "the frontend and prefill: the chat template and tokenizer, --chunked-prefill-size"),
+}
+
+
+class ExplainError(UserError, ValueError):
+    """A run `specbench explain` cannot read; one line with the fix."""
+
+
+@dataclass(frozen=True)
+class LevelExplanation:
+    """One level of one prompt set, split into its terms (None where not measured)."""
+
+    concurrency: int
+    tok_s_ratio: float  # EAGLE-3 / baseline output tok/s
+    tok_s_ratio_interval: tuple[float, float]
+    accept_length: float | None  # tokens per verify
+    max_accept_length: int | None  # K + 1: every draft accepted
+    batch: int | None = None  # the running batch both steps were read at
+    spec_step_ms: float | None = None
+    plain_step_ms: float | None = None
+    steady_lines: tuple[int, int] = (0, 0)  # (speculative, plain) lines at that batch
+    step_ratio: float | None = None  # spec step / plain step
+    step_ratio_interval: tuple[float, float] | None = None
+    rest: float | None = None
+    rest_interval: tuple[float, float] | None = None
+    break_even_accept: float | None = None
+    break_even_interval: tuple[float, float] | None = None
+    largest: str | None = None  # "acceptance" | "step" | "rest"
+
+    @property
+    def step_term(self) -> float | None:
+        """plain step / speculative step: the factor of R the step costs."""
+        return 1.0 / self.step_ratio if self.step_ratio else None
+
+
+@dataclass(frozen=True)
+class SetExplanation:
+    prompt_set: str
+    speculative: str  # the configuration explained against the baseline
+    levels: list[LevelExplanation]
+    notes: list[str] = field(default_factory=list)
+
+
+# -- the arithmetic -----------------------------------------------------------------------------
+
+def shortfalls(accept: float, max_accept: int | None, step_ratio: float,
+               rest: float) -> dict[str, float]:
+    """How far each term sits from its ideal, on the log scale (0: nothing held back)."""
+    return {
+        "acceptance": math.log(max_accept / accept) if max_accept and accept > 0 else 0.0,
+        "step": max(0.0, math.log(step_ratio)),
+        "rest": max(0.0, -math.log(rest)) if rest > 0 else 0.0,
+    }
+
+
+def largest_term(accept: float, max_accept: int | None, step_ratio: float, rest: float) -> str:
+    found = shortfalls(accept, max_accept, step_ratio, rest)
+    return max(found, key=lambda term: found[term])
+
+
+def _block_means(values: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """Means of `values` (in log order) resampled by contiguous blocks."""
+    blocks = np.array_split(values, min(BOOTSTRAP_BLOCKS, len(values)))
+    sums = np.array([b.sum() for b in blocks])
+    counts = np.array([len(b) for b in blocks], dtype=float)
+    picks = rng.integers(0, len(blocks), size=(resamples, len(blocks)))
+    return np.asarray(sums[picks].sum(axis=1) / counts[picks].sum(axis=1))
+
+
+def _compared_batch(spec: Sequence[DecodeInterval], plain: Sequence[DecodeInterval]) -> int | None:
+    """The running batch both servers logged most steady lines at (the fewer side counts)."""
+    a, b = Counter(i.batch for i in spec), Counter(i.batch for i in plain)
+    shared = [(min(a[k], b[k]), k) for k in set(a) & set(b)]
+    return max(shared)[1] if shared else None
+
+
+def explain_level(
+    c: int, ratio: float, ratio_se_log: float, ratio_df: int, accept: float | None,
+    max_accept: int | None, spec: Sequence[DecodeInterval], plain: Sequence[DecodeInterval],
+    rng: np.random.Generator, resamples: int = RESAMPLES,
+) -> LevelExplanation:
+    """One level from its tok/s ratio (and its log-scale error) and both servers' decode lines."""
+    r_draws = draw_log_ratios([math.log(ratio)], [ratio_se_log], [ratio_df], rng, resamples)[:, 0]
+    base = LevelExplanation(c, ratio, percentile_interval(r_draws, ratio), accept, max_accept)
+    steady_spec = [i for i in spec if i.steady]
+    steady_plain = [i for i in plain if i.steady]
+    batch = _compared_batch(steady_spec, steady_plain)
+    if batch is None or accept is None or accept <= 0:
+        return base
+    s = np.array([i.step_ms for i in steady_spec if i.batch == batch])
+    p = np.array([i.step_ms for i in steady_plain if i.batch == batch])
+    base = LevelExplanation(**{**asdict(base), "batch": batch,
+                               "steady_lines": (len(s), len(p))})
+    if min(len(s), len(p)) < MIN_STEADY_LINES:
+        return base
+    q = float(s.mean() / p.mean())
+    q_draws = _block_means(s, rng, resamples) / _block_means(p, rng, resamples)
+    rest = ratio * q / accept
+    rest_draws = r_draws * q_draws / accept
+    return LevelExplanation(
+        **{**asdict(base),
+           "spec_step_ms": float(s.mean()), "plain_step_ms": float(p.mean()),
+           "step_ratio": q, "step_ratio_interval": percentile_interval(q_draws, q),
+           "rest": rest, "rest_interval": percentile_interval(rest_draws, rest),
+           "break_even_accept": q / rest,
+           "break_even_interval": percentile_interval(q_draws / rest_draws, q / rest),
+           "largest": largest_term(accept, max_accept, q, rest)})
+
+
+def _speculative_config(run: Run) -> str:
+    modes = run.modes
+    if "eagle3" in modes:
+        return "eagle3"
+    static = [m for m in modes if m.startswith("eagle3-k")]
+    if static:
+        return static[0]
+    raise ExplainError(f"{run.path} has no EAGLE-3 points (configurations: {', '.join(modes)}); "
+                       "explain compares eagle3 with baseline: sweep with --modes baseline,eagle3")
+
+
+def _max_accept(run: Run, config: str) -> int | None:
+    server = run.manifest.servers.get(config)
+    argv = [str(a) for a in server.argv] if server else []
+    tokens = flag_value(argv, "--speculative-num-draft-tokens")
+    steps = flag_value(argv, "--speculative-num-steps")
+    if tokens and tokens.isdigit():
+        return int(tokens)
+    return int(steps) + 1 if steps and steps.isdigit() else None
+
+
+def _lines_by_level(points: Mapping[PointKey, list[DecodeInterval]],
+                    prompt_set: str) -> dict[int, list[DecodeInterval]]:
+    out: dict[int, list[DecodeInterval]] = {}
+    for key, lines in sorted(points.items(), key=lambda kv: kv[0].repeat):
+        if key.prompt_set == prompt_set:
+            out.setdefault(key.concurrency, []).extend(lines)
+    return out
+
+
+def explain_run(run: Run, *, seed: int = 0) -> list[SetExplanation]:
+    """Every prompt set's levels; ExplainError (one line) for a run explain cannot read."""
+    if run.open_loop:
+        raise ExplainError(f"{run.path} is an open-loop run (request rates); explain reads "
+                           "closed-loop levels: sweep with --concurrency")
+    spec = _speculative_config(run)
+    if BASELINE not in run.modes:
+        raise ExplainError(f"{run.path} has no baseline points; explain compares {spec} with a "
+                           f"plain server: sweep with --modes baseline,{spec}")
+    spec_points, spec_why = point_intervals(run.manifest, run.path, spec)
+    plain_points, plain_why = point_intervals(run.manifest, run.path, BASELINE)
+    if spec_why or plain_why:
+        raise ExplainError(f"{spec_why or plain_why}; explain reads each server's decode log "
+                           "lines (servers/<config>.log): run it on the run directory a sweep "
+                           "wrote, with its servers/ folder")
+    intervals = {decode_log_interval(s.argv) for name, s in run.manifest.servers.items()
+                 if name in (spec, BASELINE)}
+    inflation, _ = slice_inflation(run.summary)
+    requests = PairedRequests(run)
+    max_accept = _max_accept(run, spec)
+    rng = np.random.default_rng(seed)
+    out = []
+    for prompt_set in run.prompt_sets:
+        num = level_stats(run.summary, spec, prompt_set, inflation)
+        den = level_stats(run.summary, BASELINE, prompt_set, inflation)
+        levels = sorted(set(num) & set(den))
+        if not levels:
+            continue
+        curve = ratio_curve(num, den, levels, requests, (spec, BASELINE), prompt_set)
+        accept = mean_by_level(run.summary, spec, prompt_set, "accept_length")
+        spec_lines = _lines_by_level(spec_points, prompt_set)
+        plain_lines = _lines_by_level(plain_points, prompt_set)
+        found = [explain_level(c, curve.ratio[i], curve.se_log[i], curve.df[i], accept.get(c),
+                               max_accept, spec_lines.get(c, []), plain_lines.get(c, []), rng)
+                 for i, c in enumerate(levels)]
+        out.append(SetExplanation(prompt_set, spec, found, _notes(found, intervals)))
+    if not out:
+        raise ExplainError(f"{run.path} has no level where both {spec} and baseline were "
+                           "measured; measure both at the same --concurrency levels")
+    return out
+
+
+def _notes(levels: Sequence[LevelExplanation], log_intervals: set[int]) -> list[str]:
+    short = [lv.concurrency for lv in levels if lv.step_ratio is None]
+    if not short:
+        return []
+    every = ", ".join(map(str, sorted(log_intervals))) or "40"
+    return [f"too few steady decode log lines (one decode step with nothing else between two "
+            f"lines) at c = {', '.join(map(str, short))}: the servers logged every {every} "
+            f"decode steps, and at load nearly every such interval holds a prefill; sweep again "
+            f"with {ONE_STEP_ARG} for one-step lines"]
+
+
+# -- words --------------------------------------------------------------------------------------
+
+def level_words(lv: LevelExplanation) -> str | None:
+    """The largest term at one level in words, with what to try; None where not measured."""
+    if lv.largest is None or lv.step_ratio is None or lv.accept_length is None:
+        return None
+    assert lv.break_even_accept is not None and lv.rest is not None
+    name, fix = TERMS[lv.largest]
+    step = f"a speculative step costs {lv.step_ratio:.2f}x a plain one at batch {lv.batch}"
+    of = f" (of {lv.max_accept_length})" if lv.max_accept_length else ""
+    verdict = "clear" if lv.accept_length >= lv.break_even_accept else "fall short of"
+    accept = (f"{lv.accept_length:.2f} tokens per verify{of} {verdict} the break-even "
+              f"{lv.break_even_accept:.2f}")
+    if lv.largest == "acceptance":
+        why = f"{accept}; {step} (the draft's forwards and the verify)"
+    elif lv.largest == "step":
+        why = f"{step}; {accept}"
+    else:
+        why = (f"EAGLE-3 makes {lv.rest:.2f}x what its decode steps alone would against the "
+               f"plain server, as fewer decode steps carry the same prefills; {accept}")
+    return f"c={lv.concurrency}: the largest term is {name}: {why}; try {fix}."
+
+
+def lowest_level_sentence(sets: Sequence[SetExplanation]) -> str | None:
+    """One sentence for the finding where EAGLE-3 loses at its set's lowest level; None where
+    it wins there everywhere or nothing was measured."""
+    parts = []
+    for s in sets:
+        lv = s.levels[0] if s.levels else None
+        if lv is None or lv.tok_s_ratio >= 1.0 or lv.largest is None:
+            continue
+        assert lv.step_ratio is not None and lv.accept_length is not None
+        parts.append(f"{s.prompt_set} at c={lv.concurrency} ({lv.tok_s_ratio:.2f}x the plain "
+                     f"server): a speculative step costs {lv.step_ratio:.2f}x a plain one and "
+                     f"{lv.accept_length:.2f} tokens per verify do not pay for it (break-even "
+                     f"{lv.break_even_accept:.2f}); the largest term is {TERMS[lv.largest][0]}")
+    if not parts:
+        return None
+    return "Why EAGLE-3 loses at the lowest load measured: " + "; ".join(parts) + "."
+
+
+def to_json(sets: Sequence[SetExplanation]) -> dict[str, Any]:
+    return {
+        "explain_version": EXPLAIN_VERSION,
+        "finding": lowest_level_sentence(sets),
+        "prompt_sets": {
+            s.prompt_set: {
+                "speculative": s.speculative,
+                "baseline": BASELINE,
+                "levels": [{**asdict(lv), "step_term": lv.step_term, "words": level_words(lv)}
+                           for lv in s.levels],
+                "notes": s.notes,
+            }
+            for s in sets
+        },
+    }
+
+
+def write_explain(run: Run, *, seed: int = 0) -> tuple[list[SetExplanation], Path]:
+    """Explain the run and write <run>/explain.json atomically."""
+    sets = explain_run(run, seed=seed)
+    return sets, write_json(run.path / EXPLAIN_FILE, to_json(sets))

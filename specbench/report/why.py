@@ -1,0 +1,113 @@
+"""Why EAGLE-3 wins or loses, per level: `specbench explain`'s tables and the report's section.
+
+The arithmetic is :mod:`specbench.analysis.explain`; this module only shows it, the same
+columns in the terminal and in report.md / report.html.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from specbench.analysis.explain import (
+    ExplainError,
+    LevelExplanation,
+    SetExplanation,
+    explain_run,
+    level_words,
+    lowest_level_sentence,
+)
+from specbench.report.blocks import Block, Bullets, Heading, Para, plain, table
+from specbench.results import Run
+
+HEADERS = ("c", "batch", "accept", "spec step ms", "plain step ms", "step ratio",
+           "E3/base", "rest", "break-even accept", "largest")
+LEGEND = ("accept = tokens per verify; step ratio = a speculative decode step over a plain one at "
+          "the same running batch (steady decode log lines); E3/base = accept / step ratio x "
+          "rest, rest = prefill, admission and the frontend; break-even accept = the tokens per "
+          "verify at which EAGLE-3 would tie the plain server there; 95% intervals in brackets")
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _with_interval(value: float | None, interval: tuple[float, float] | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}" + (f" [{interval[0]:.2f}–{interval[1]:.2f}]" if interval else "")
+
+
+def _cells(lv: LevelExplanation) -> list[str]:
+    accept = _num(lv.accept_length)
+    if lv.max_accept_length and lv.accept_length is not None:
+        accept += f" / {lv.max_accept_length}"
+    return [
+        str(lv.concurrency),
+        "–" if lv.batch is None else str(lv.batch),
+        accept,
+        _num(lv.spec_step_ms),
+        _num(lv.plain_step_ms),
+        _with_interval(lv.step_ratio, lv.step_ratio_interval),
+        _with_interval(lv.tok_s_ratio, lv.tok_s_ratio_interval),
+        _with_interval(lv.rest, lv.rest_interval),
+        _with_interval(lv.break_even_accept, lv.break_even_interval),
+        lv.largest or "–",
+    ]
+
+
+def _words(s: SetExplanation) -> list[str]:
+    """One line per level whose largest term differs from the level before (a run of levels
+    with the same cause is said once, at its first level)."""
+    out, last = [], None
+    for lv in s.levels:
+        words = level_words(lv)
+        if words is not None and lv.largest != last:
+            out.append(words)
+        last = lv.largest if words is not None else last
+    return out
+
+
+def render_terminal(sets: Sequence[SetExplanation], console: Console) -> None:
+    """Per prompt set: the table, the largest terms in words, and the notes."""
+    sentence = lowest_level_sentence(sets)
+    if sentence:
+        console.print(f"[bold]{sentence}[/]")
+    for s in sets:
+        grid = Table(title=f"{s.prompt_set}: why {s.speculative} wins or loses against baseline",
+                     title_justify="left")
+        for header in HEADERS:
+            grid.add_column(header.replace(" ", "\n", 1), justify="right", no_wrap=True)
+        for lv in s.levels:
+            cells = _cells(lv)
+            cells[6] = f"[{'green' if lv.tok_s_ratio >= 1.0 else 'red'}]{cells[6]}[/]"
+            grid.add_row(*cells)
+        console.print(grid)
+        console.print(f"  {LEGEND}", highlight=False)
+        for line in _words(s):
+            console.print(f"  {line}", highlight=False)
+        for note in s.notes:
+            console.print(f"  [yellow]note:[/] {note}")
+
+
+def why_blocks(run: Run) -> list[Block]:
+    """The report's "Why" section; empty for a run explain cannot read (no logs, no baseline),
+    so a report never fails for want of it."""
+    try:
+        sets = explain_run(run)
+    except ExplainError:
+        return []
+    out: list[Block] = [Heading(2, "Why")]
+    sentence = lowest_level_sentence(sets)
+    if sentence:
+        out.append(Para(plain(sentence)))
+    for s in sets:
+        out.append(Heading(3, s.prompt_set))
+        out.append(table(HEADERS, [_cells(lv) for lv in s.levels]))
+        out.append(Para(plain(LEGEND)))
+        items = _words(s) + [f"note: {n}" for n in s.notes]
+        if items:
+            out.append(Bullets(tuple(plain(i) for i in items)))
+    return out

@@ -1,0 +1,48 @@
+"""Numbers the docs quote from a committed run are what `specbench threshold` prints on it today:
+a change to the analysis that moves them fails here until the docs say the new ones."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.harness import run_cli
+
+REPO = Path(__file__).resolve().parents[1]
+FLASHINFER = REPO / "results" / "gpu" / "h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer"
+# The docs that quote `specbench threshold` on that run (coding's decision lines).
+QUOTING = ("README.md", "docs/gpu-quickstart.md")
+DECISION = re.compile(r"^\s*(one server|plain server): c\* = .*$")
+
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    copy = tmp_path_factory.mktemp("doc") / FLASHINFER.name
+    shutil.copytree(FLASHINFER, copy)  # threshold rewrites a stale analysis.json
+    done = run_cli(["threshold", str(copy), "--prompt-set", "coding"], cwd=copy.parent,
+                   timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [line.strip() for line in done.stdout.splitlines()]
+
+
+def quoted(doc: str) -> list[str]:
+    return [m.group(0).strip() for line in (REPO / doc).read_text().splitlines()
+            if (m := DECISION.match(line))]
+
+
+@pytest.mark.parametrize("doc", QUOTING)
+def test_each_quoted_decision_line_is_printed_today(doc: str, printed: list[str]) -> None:
+    lines = quoted(doc)
+    assert lines, f"{doc} quotes no decision line"
+    for line in lines:
+        # "(abridged)": a quote may stop before the end of the printed line.
+        assert any(out.startswith(line) for out in printed), (doc, line, printed)
+
+
+def test_the_check_fails_on_a_stale_quote(printed: list[str]) -> None:
+    stale = ("one server: c* = 81.7 (95% interval 67.9–94.8), server batch size 80.4 -> "
+             "threshold 81 (interval 67–94), bootstrap support 100%")
+    assert not any(out.startswith(stale) for out in printed)
