@@ -4,8 +4,8 @@ Order: the static configurations (baseline, EAGLE-3 at each K), then the thresho
 curves, the static servers the dynamic one is compared with at T-1, T, T+1, then the dynamic
 servers with it (at the same levels). Every point is written the moment it is measured; the
 manifest records each point's status, so an interrupted or crashed sweep keeps everything
-finished and `--resume RUN_DIR` measures only what is missing. The engine (simulated, real SGLang, attached) is behind `engines.Engine`: this
-module never asks which one it has.
+finished and `--resume RUN_DIR` measures only what is missing. The engine (simulated, real
+SGLang, attached) is behind `engines.Engine`: this module never asks which one it has.
 """
 
 from __future__ import annotations
