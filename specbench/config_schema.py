@@ -405,6 +405,13 @@ class SweepConfig(_Section):
         cli="--budget-gpu-min",
         gt=0,
     )
+    straddle_rounds: int = option(
+        3,
+        "rounds of EAGLE-3 and zero-step points at the dynamic server's T-1, T, T+1, T chosen "
+        "again after each (0: none; its efficiency there then rests on interpolated curves)",
+        cli="--straddle-rounds",
+        ge=0,
+    )
     server: ServerConfig = ServerConfig()
     sim: SimConfig = SimConfig()
     load: LoadConfig = LoadConfig()

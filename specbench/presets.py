@@ -27,6 +27,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the client could not keep up).
     "quick": {
         "concurrency": [1, 16, 64, 250],
+        # One round around T: on this sparse grid T moves far with each round's points.
+        "straddle_rounds": 1,
         "load": {"warmup_s": 1.0, "warmup_max_s": 10.0, "window_s": 3.0},
         "sim": {"time_scale": 5.0},
     },

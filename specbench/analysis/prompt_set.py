@@ -80,14 +80,15 @@ def _one_server(
 
 
 def _short_levels(run: Run, prompt_set: str, relative: Relative) -> dict[str, dict[str, Any]]:
-    """The measured levels where the dynamic server falls under E_TARGET: its E, the switches
-    its log shows in the window, and the curve it fell short of (eagle3: it should have kept
-    drafting; zero-step: it should have stopped)."""
+    """The levels where the dynamic server falls under E_TARGET: its E, the switches its log
+    shows in the window, the curve it fell short of (eagle3: it should have kept drafting;
+    zero-step: it should have stopped; None where the static curves are interpolated) and
+    whether they were."""
     switches = mean_by_level(run.summary, DYNAMIC, prompt_set, "server_switches")
     return {c: {"efficiency": e, "switches": int(switches.get(int(c), 0)),
-                "short_of": relative.closest.get(int(c))}
-            for c, e in relative.by_level.items()
-            if e < E_TARGET and int(c) not in relative.interpolated}
+                "short_of": relative.closest.get(int(c)),
+                "interpolated": int(c) in relative.interpolated}
+            for c, e in relative.by_level.items() if e < E_TARGET}
 
 
 def _plain_server(run: Run, prompt_set: str, plain: dict[str, Any],

@@ -137,8 +137,12 @@ def holds_words(entry: Mapping[str, Any]) -> str:
         return ""
     applied = entry.get("applied_threshold")
     worst_c, worst = min(short.items(), key=lambda item: item[1]["efficiency"])
-    levels = ", ".join(f"{c} ({d['efficiency']:.3f})" for c, d in short.items())
-    why = _short_why(int(worst_c), applied, worst["short_of"])
+    levels = ", ".join(
+        f"{c} ({d['efficiency']:.3f}{', interpolated' if d.get('interpolated') else ''})"
+        for c, d in short.items())
+    why = (_short_why(int(worst_c), applied, worst["short_of"]) if not worst.get("interpolated")
+           else "the static curves are interpolated, so the shortfall may be theirs "
+                "(measure them at that level: --straddle-rounds)")
     flips = (f", switching {worst['switches']} times in its window as its batch crossed T"
              if worst["switches"] else "")
     at = f" at T = {applied}" if applied is not None else ""

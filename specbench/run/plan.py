@@ -150,7 +150,8 @@ def launches_planned(cfg: SweepConfig) -> int:
     measured again around a threshold that is only known after the static curves (one round:
     a threshold that moves with those points costs another)."""
     again = 0
-    if any(cfg.waits_for_analysis(c) and c.adaptive == "threshold" for c in cfg.configurations):
+    if cfg.straddle_rounds and any(cfg.waits_for_analysis(c) and c.adaptive == "threshold"
+                                   for c in cfg.configurations):
         again = sum(compared_at_threshold(c) for c in cfg.configurations)
     return len(cfg.configurations) + again
 
@@ -281,7 +282,7 @@ def dry_run(cfg: SweepConfig, console: Console) -> None:
         refined = adaptive.placed_levels(first, config.name, sets[0]) if sets else []
         straddled = straddled_thresholds(
             config, [_shown_schedule(c, cfg) for c in cfg.configurations
-                     if c.adaptive == "threshold"])
+                     if c.adaptive == "threshold" and cfg.straddle_rounds])
         levels = levels_for(config, cfg, schedule, refined)
         extra = sorted(set(levels_for(config, cfg, schedule, refined, straddled)) - set(levels))
         if cfg.load.request_rates:

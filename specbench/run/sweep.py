@@ -117,11 +117,6 @@ def run_load(spec: runner.PointSpec, client_procs: int = 1) -> runner.PointResul
     return result
 
 
-# Rounds of static points around T: T chosen from the grid, then again with the points around
-# it (a chord between grid levels misplaces it by a level or two), rarely a third time.
-STRADDLE_ROUNDS = 3
-
-
 class Sweep:
     """One sweep's state: the config, the engine, where results go, and the live server."""
 
@@ -233,6 +228,8 @@ class Sweep:
     def _straddled(self, config: ServerConfiguration, name: str) -> list[int]:
         """The thresholds known now of the dynamic servers of set `name` that `config`, a
         static server they are compared with, is also measured around."""
+        if not self.cfg.straddle_rounds:
+            return []
         schedules = [self._known_schedules(c).get(name) for c in self.cfg.configurations
                      if c.adaptive == "threshold"]
         return straddled_thresholds(config, schedules)
@@ -242,18 +239,22 @@ class Sweep:
         """Once each set's threshold is chosen, the static servers a dynamic one is compared
         with measure its T-1, T and T+1 too (the server still up goes first), so that no
         efficiency at the switch rests on curves interpolated between grid levels."""
-        if not any(c.adaptive == "threshold" for c in self.cfg.configurations):
+        if not self.cfg.straddle_rounds or not any(
+                c.adaptive == "threshold" for c in self.cfg.configurations):
             return
         chosen = any(c.adaptive == "threshold" and c.needs_analysis
                      for c in self.cfg.configurations)
         if chosen:
             self._choose_thresholds()
         compared = [c for c in static if compared_at_threshold(c)]
-        for _ in range(STRADDLE_ROUNDS):
+        # T chosen from the grid, then again with the points around it (a chord between grid
+        # levels misplaces it by a level or two, a wide one by more).
+        for left in reversed(range(self.cfg.straddle_rounds)):
             running = self.server.config.name if self.server else None
             self.run_configurations(sorted(compared, key=lambda c: c.name != running), progress,
                                     keep_last=True)
-            if not chosen or not self._threshold_moved():
+            # T moves only where another round measures around the new one.
+            if not left or not chosen or not self._threshold_moved():
                 return
 
     def _threshold_moved(self) -> bool:
@@ -297,8 +298,9 @@ class Sweep:
 
     def _known_schedules(self, config: ServerConfiguration) -> dict[str, Schedule | None]:
         """Each prompt set's schedule for `config` as far as it is known now (no analysis)."""
-        if config.adaptive == "threshold" and config.threshold is not None:
-            fixed = Schedule.from_threshold(self._steps(config), config.threshold)
+        given = config.threshold if config.threshold is not None else self.cfg.threshold
+        if config.adaptive == "threshold" and given is not None:
+            fixed = Schedule.from_threshold(self._steps(config), given)
             return dict.fromkeys(self.sets, fixed)
         if config.adaptive == "threshold":
             stored = self.manifest.thresholds()
