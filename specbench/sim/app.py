@@ -57,17 +57,6 @@ _BEHIND_LAG_S = 0.05
 
 # -- what SGLang 0.5.23 resolves and /server_info returns (server_args.resolved_dict) ------------
 
-def _given(argv: tuple[str, ...], flag: str) -> str | None:
-    """The value of `--flag V` / `--flag=V` in the launch argv (the last one wins)."""
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg[len(flag) + 1:]
-    return value
-
-
 def _decode_graph_sizes(speculative: bool, max_bs: int) -> list[int]:
     """SGLang 0.5.23's decode CUDA-graph batch sizes up to max_bs
     (cuda_graph_hook.generate_decode_cuda_graph_batch_sizes): less padding when speculative."""
@@ -86,8 +75,7 @@ def _resolved_execution(s: ServerSettings) -> dict[str, Any]:
     resolves them: FA3 by default on Hopper (MHA with topk 1, and MLA); decode graphs up to 256
     rows below TP 4, else 512, capped at --max-running-requests unless given; overlap
     scheduling on (EAGLE-3 runs spec v2) unless --disable-overlap-schedule."""
-    argv = s.argv
-    no_graphs = "--disable-cuda-graph" in argv
+    no_graphs = s.disable_cuda_graph
     if s.cuda_graph_bs_decode:
         sizes: list[int] | None = list(s.cuda_graph_bs_decode)
         max_bs: int | None = max(s.cuda_graph_bs_decode)
@@ -98,11 +86,12 @@ def _resolved_execution(s: ServerSettings) -> dict[str, Any]:
     phase = {"tc_compiler": "eager", "max_context_size": None, "full_prefill_max_req": None,
              "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None}
     return {
-        "attention_backend": _given(argv, "--attention-backend") or "fa3",
-        "decode_attention_backend": _given(argv, "--decode-attention-backend"),
-        "prefill_attention_backend": _given(argv, "--prefill-attention-backend"),
+        "attention_backend": s.attention_backend or "fa3",
+        # The simulator takes no per-phase backend flag; SGLang reports None when not given.
+        "decode_attention_backend": None,
+        "prefill_attention_backend": None,
         "disable_cuda_graph": no_graphs,
-        "disable_overlap_schedule": "--disable-overlap-schedule" in argv,
+        "disable_overlap_schedule": s.disable_overlap_schedule,
         "cuda_graph_config": {
             "decode": {"backend": "disabled" if no_graphs else "full", "max_bs": max_bs,
                        "bs": sizes, **phase},

@@ -106,6 +106,10 @@ class ServerSettings:
     admin_api_key: str | None = field(default=None, repr=False)
     argv: tuple[str, ...] = ()
     ignored_flags: tuple[str, ...] = ()
+    # Accepted with no effect on the model, but /server_info reports them as SGLang resolves them.
+    attention_backend: str | None = None
+    disable_cuda_graph: bool = False
+    disable_overlap_schedule: bool = False
     # (level, message) lines that resolution logs once logging is set up, as SGLang does.
     startup_log: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -356,6 +360,9 @@ def resolve(
         admin_api_key=ns.admin_api_key or None,
         argv=argv,
         ignored_flags=_ignored(ns),
+        attention_backend=ns.attention_backend,
+        disable_cuda_graph=bool(ns.disable_cuda_graph),
+        disable_overlap_schedule=bool(ns.disable_overlap_schedule),
         startup_log=tuple(log),
     )
 
