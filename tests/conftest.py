@@ -55,9 +55,12 @@ PARALLEL_FILES = {
     "e2e/test_open_loop.py",
     "e2e/test_parallel.py",
     "e2e/test_ray.py",
+    "e2e/test_reference_name.py",
     "e2e/test_sglang_behaviour.py",
     "e2e/test_shards.py",
     "e2e/test_sweep.py",
+    # the option's refusals, defaults and estimate: no sweep
+    "e2e/test_window_requests.py",
     "load/test_failing_servers.py",
     "load/test_http1.py",
     "load/test_protocols.py",
