@@ -72,6 +72,11 @@ class Server:
     def alive(self) -> bool:
         return self.process is None or self.process.alive()
 
+    def wait_exit(self, timeout_s: float) -> None:
+        """Let a server that went away finish exiting (and writing its log) for `timeout_s`."""
+        if self.process is not None:
+            self.process.wait_exit(timeout_s)
+
     def stop(self, grace_s: float | None = None) -> None:
         if self.process is not None:
             self.process.stop(self.stop_grace_s if grace_s is None else grace_s)

@@ -229,6 +229,13 @@ class ServerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def wait_exit(self, timeout_s: float) -> None:
+        """Give a dying process up to `timeout_s` to exit (its last log lines are then on
+        disk); a process still running after that is left as it is."""
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout_s)
+
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the process group, then SIGKILL it after `grace_s`."""
         proc = self.proc

@@ -524,6 +524,9 @@ class Sweep:
             server = self.server
             assert server is not None
             started = time.monotonic()
+            # A server can die between points too (in the flush): its crash line lies before
+            # the point's own log.
+            crash_from = log_size(server.log_path)
             flush = server.flush_cache()
             if not flush.ok:
                 self.console.print(
@@ -577,7 +580,7 @@ class Sweep:
                 self._record_point(key, server, result, record, switches)
                 return
             restarting = self.engine.can_restart and attempts <= self.cfg.max_point_retries
-            message = f"{key.label}: " + went_away(key.mode, server, log_from, restarting)
+            message = f"{key.label}: " + went_away(key.mode, server, crash_from, restarting)
             errors.append(message)
             failed = PointRecord(status="failed", attempts=attempts, error=message, errors=errors,
                                  gpu_s=held_gpu_s)

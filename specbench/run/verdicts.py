@@ -195,9 +195,15 @@ def switches_since(path: Path | None, start: int | None) -> int | None:
     return None if text is None else text.count(SWITCH_LINE)
 
 
+# How long a server that went away mid-point may take to exit before its log is read.
+EXIT_WAIT_S = 3.0
+
+
 def went_away(mode: str, server: Server, log_from: int | None, restarting: bool) -> str:
     """The message for `mode`'s server that died mid-point (`log_from`: its log's size when the
     point began; `restarting`: the sweep starts it again, which moves its log aside)."""
+    # A crashing server logs why as it exits: the client can see its connections drop first.
+    server.wait_exit(EXIT_WAIT_S)
     cause = crash_cause(server.log_path, log_from)
     log_path = server.log_path
     if restarting and log_path is not None:
