@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specbench import analysis, stats
-from specbench.analysis import AnalysisError, analyze, threshold_levels
+from specbench.analysis import AnalysisError, analyze
 from specbench.errors import UserError
 from specbench.report.document import level_rows
 from specbench.results import load_run
@@ -255,10 +255,17 @@ def test_envelope_efficiency_including_straddle_levels(tmp_path: Path) -> None:
 
 
 def test_threshold_levels() -> None:
-    assert threshold_levels(32, GRID) == [31, 32, 33]
-    assert threshold_levels(16, GRID) == [15, 17]
-    assert threshold_levels(1, GRID) == []  # 0 is no level; 1 and 2 are in the grid
-    assert threshold_levels(129, GRID) == []  # beyond the grid the server would cap them
+    # The dynamic server's T-1, T, T+1 beside the grid (plan.levels_for), the servers' running
+    # request limit (the grid's top) capping them, and no level 0.
+    from specbench.config import SweepConfig
+    from specbench.configurations import Schedule
+    from specbench.run.plan import levels_for
+
+    cfg = SweepConfig(concurrency=GRID, plan="dense")
+    dynamic = next(c for c in cfg.configurations if c.name == "dynamic")
+    extra = {t: sorted(set(levels_for(dynamic, cfg, Schedule.from_threshold(3, t))) - set(GRID))
+             for t in (32, 16, 1, 129)}
+    assert extra == {32: [31, 32, 33], 16: [15, 17], 1: [], 129: []}
 
 
 def test_threshold_summary_gives_the_adaptive_config(tmp_path: Path) -> None:

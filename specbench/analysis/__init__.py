@@ -108,7 +108,6 @@ __all__ = [
     "mean_by_level",
     "point_means",
     "speculative_num_steps",
-    "threshold_levels",
     "threshold_summary",
     "write_analysis",
 ]
@@ -119,20 +118,6 @@ ANALYSIS_FILE = "analysis.json"
 STATIC_MODES: tuple[str, str] = ("baseline", "eagle3")
 BOOTSTRAP_RESAMPLES = 2000
 COMBINE_RULE = mix_mod.RULE
-
-
-def threshold_levels(threshold: int, levels: list[int] | tuple[int, ...]) -> list[int]:
-    """Extra concurrency levels T-1, T, T+1 not yet in `levels`, for the dynamic straddle check.
-
-    Closed-loop users keep about c requests running, so these levels put the dynamic server's
-    batch size just below, at and just above the switch. Levels below 1 or above the grid's top
-    are left out: the servers' max running requests is sized to the grid, so a higher level
-    would be capped by the server rather than measure the switch.
-    """
-    top = max(levels) if levels else threshold + 1
-    present = set(levels)
-    return [c for c in (threshold - 1, threshold, threshold + 1)
-            if 1 <= c <= top and c not in present]
 
 
 def applied_threshold(run: Run, prompt_set: str | None = None) -> int | None:
