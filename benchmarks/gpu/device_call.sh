@@ -162,11 +162,13 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   # 10. Outputs that end together: the coding set with every cap the mean of the default
   #     profile's drawn lengths (equal) against the drawn caps themselves (staggered), the same
   #     mean; the constructed models never stop early, so the caps are the lengths.
+  #     ENDS_MODES and ENDS_WINDOW_S narrow it to what a short device budget holds (one launch).
   if [[ $steps == *" ends "* ]]; then
     python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-staggered.jsonl
     python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 --equal > /tmp/coding-equal.jsonl
     bash benchmarks/gpu/h200_sweep.sh "$R/$N-ends" "${M[@]}" --plan dense --warmup-s 2 \
-      --window-s 12 --modes baseline,eagle3 --prompts /tmp/coding-equal.jsonl,/tmp/coding-staggered.jsonl \
+      --window-s "${ENDS_WINDOW_S:-12}" --modes "${ENDS_MODES:-baseline,eagle3}" \
+      --prompts /tmp/coding-equal.jsonl,/tmp/coding-staggered.jsonl \
       --concurrency 16,64
   fi
   return 0
@@ -186,7 +188,7 @@ if [ ! -f "$S/started" ]; then
     if [ -f "$KIT/runs.tar.xz" ]; then tar xJf "$KIT/runs.tar.xz" -C /tmp; fi
     if [ -f "$KIT/kernel-cache.tar.xz" ]; then tar xJf "$KIT/kernel-cache.tar.xz" -C /; fi
     export PYTHONPATH="$S:$PYTHONPATH" MPLBACKEND=Agg PYTHONUNBUFFERED=1
-    export KIT STEPS MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; FlashInfer attention, PyTorch sampling."
+    export KIT STEPS ENDS_MODES ENDS_WINDOW_S MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; FlashInfer attention, PyTorch sampling."
     touch "$S/started"
     echo "[device_call] setup done; the runs start"
     setsid nohup bash -c "$(declare -f profiled plan); cd $S; plan; echo '[device_call] all runs done'" \

@@ -249,15 +249,16 @@ class Sweep:
         compared = [c for c in static if compared_at_threshold(c)]
         # T chosen from the grid, then again with the points around it (a chord between grid
         # levels misplaces it by a level or two, a wide one by more).
+        # The last round chooses T again too: the dynamic server then runs at the T the
+        # analysis reads off every point, even where its new neighbours were not measured.
         for left in reversed(range(self.cfg.straddle_rounds)):
             running = self.server.config.name if self.server else None
             self.run_configurations(sorted(compared, key=lambda c: c.name != running), progress,
                                     keep_last=True)
-            # T moves only where another round measures around the new one.
-            if not left or not chosen or not self._threshold_moved():
+            if not chosen or not self._threshold_moved(measure_again=bool(left)):
                 return
 
-    def _threshold_moved(self) -> bool:
+    def _threshold_moved(self, measure_again: bool) -> bool:
         """Choose the auto thresholds again with the points measured around them; True (and
         the new ones kept) where one moved: the chord between grid levels had misplaced it."""
         record = self.manifest.threshold
@@ -267,13 +268,33 @@ class Sweep:
         again = self._thresholds_from_crossovers(list(self.sets))
         if again.per_prompt_set == record.per_prompt_set:
             return False
+        if not measure_again and not self._straddles_measured(again):
+            # T walked past the points measured: the dynamic server keeps the T they bracket.
+            self.console.print("[yellow]note:[/] thresholds would move again with the last "
+                               "points, beyond those measured; raise --straddle-rounds to "
+                               "follow them", highlight=False)
+            return False
         moved = ", ".join(f"{n} {record.per_prompt_set.get(n)} -> {t}"
                           for n, t in again.per_prompt_set.items()
                           if t != record.per_prompt_set.get(n))
-        self.console.print(f"thresholds moved with the points around them: {moved}; "
-                           "measuring around the new ones", highlight=False)
+        then = "measuring around the new ones" if measure_again else "all measured already"
+        self.console.print(f"thresholds moved with the points around them: {moved}; {then}",
+                           highlight=False)
         self.manifest.threshold = again
         self.manifest.save(self.run_dir)
+        return True
+
+    def _straddles_measured(self, record: ThresholdRecord) -> bool:
+        """Whether the static servers compared at threshold have T-1, T and T+1 measured for
+        each set's threshold in `record`."""
+        done = results.measured_keys(self.run_dir)
+        for config in (c for c in self.cfg.configurations if compared_at_threshold(c)):
+            for name, threshold in record.per_prompt_set.items():
+                levels = levels_for(config, self.cfg, None, self._refined(config, name),
+                                    [threshold])
+                if any(PointKey(config.name, name, c, r) not in done for c in levels
+                       for r in range(self.cfg.load.repeats)):
+                    return False
         return True
 
     def _refined(self, config: ServerConfiguration, name: str) -> list[int]:
