@@ -53,7 +53,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local gpu card
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   card=$(grep -o 'H[0-9]\{3\}' <<< "$gpu" | tr 'H' 'h')
-  local R=/tmp/runs N=${card:-h200}-sglang-0.5.17-llama8b-shape-q0.3-flashinfer
+  local R=/tmp/runs N=${card:-h200}-sglang-0.5.17-llama8b-shape-q0.3-${ATTENTION_BACKEND:-flashinfer}
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
@@ -188,7 +188,7 @@ if [ ! -f "$S/started" ]; then
     if [ -f "$KIT/runs.tar.xz" ]; then tar xJf "$KIT/runs.tar.xz" -C /tmp; fi
     if [ -f "$KIT/kernel-cache.tar.xz" ]; then tar xJf "$KIT/kernel-cache.tar.xz" -C /; fi
     export PYTHONPATH="$S:$PYTHONPATH" MPLBACKEND=Agg PYTHONUNBUFFERED=1
-    export KIT STEPS ENDS_MODES ENDS_WINDOW_S MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; FlashInfer attention, PyTorch sampling."
+    export KIT STEPS ENDS_MODES ENDS_WINDOW_S MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
     touch "$S/started"
     echo "[device_call] setup done; the runs start"
     setsid nohup bash -c "$(declare -f profiled plan); cd $S; plan; echo '[device_call] all runs done'" \
