@@ -53,7 +53,9 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local gpu card
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   card=$(grep -o 'H[0-9]\{3\}' <<< "$gpu" | tr 'H' 'h')
-  local R=/tmp/runs N=${card:-h200}-sglang-0.5.17-llama8b-shape-q0.3-${ATTENTION_BACKEND:-flashinfer}
+  local shape=llama8b-shape-q0.3
+  [[ ${MODELS:-} == random ]] && shape=llama1b-random
+  local R=/tmp/runs N=${card:-h200}-sglang-0.5.17-$shape-${ATTENTION_BACKEND:-flashinfer}
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
@@ -182,13 +184,18 @@ if [ ! -f "$S/started" ]; then
     source "$KIT/run-sglang.sh" "$KIT/bundle" || exit 1
     # The tokenizer may come xz-compressed (2.2 MB -> 0.3 MB) to leave room for the kernel cache.
     if [ -f "$KIT/tokenizer/tokenizer.json.xz" ]; then xz -dkf "$KIT/tokenizer/tokenizer.json.xz"; fi
-    (cd "$KIT" && H=4096 L=32 NH=32 NKV=8 I=14336 Q=${Q:-0.3} \
-      python3 build_constructed_models.py /tmp/models tokenizer) > /tmp/build.log 2>&1 \
-      || { echo "model build failed"; tail -20 /tmp/build.log; exit 1; }
+    # MODELS=random: the kit's small random pair (hidden 2048, 16 layers; its draft accepts
+    # nothing), built and launched in seconds, for a plain-server step on a short device budget.
+    builder=build_constructed_models.py shape="H=4096 L=32 NH=32 NKV=8 I=14336"
+    if [[ ${MODELS:-} == random ]]; then builder=build_random_models.py shape="H=2048 L=16"; fi
+    (cd "$KIT" && env $shape Q="${Q:-0.3}" python3 "$builder" /tmp/models tokenizer) \
+      > /tmp/build.log 2>&1 || { echo "model build failed"; tail -20 /tmp/build.log; exit 1; }
     if [ -f "$KIT/runs.tar.xz" ]; then tar xJf "$KIT/runs.tar.xz" -C /tmp; fi
     if [ -f "$KIT/kernel-cache.tar.xz" ]; then tar xJf "$KIT/kernel-cache.tar.xz" -C /; fi
     export PYTHONPATH="$S:$PYTHONPATH" MPLBACKEND=Agg PYTHONUNBUFFERED=1
-    export KIT STEPS ENDS_MODES ENDS_WINDOW_S MODELS_NOTE="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
+    note="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
+    [[ ${MODELS:-} == random ]] && note="Random-weight Llama target (hidden 2048, 16 layers) and EAGLE-3 draft, built by the device kit's build_random_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
+    export KIT STEPS ENDS_MODES ENDS_WINDOW_S MODELS MODELS_NOTE="$note"
     touch "$S/started"
     echo "[device_call] setup done; the runs start"
     setsid nohup bash -c "$(declare -f profiled plan); cd $S; plan; echo '[device_call] all runs done'" \
