@@ -11,10 +11,13 @@ steps, whether drafting is switched by batch size), named so that its points lan
   `--threshold`.
 
 More are spelled by name, so adding one to a sweep is data, not code: `eagle3-k<K>` (static
-EAGLE-3 at K steps), `dynamic-t<T>` (the dynamic server at a fixed T), `zero-step` (every batch
-at steps 0: SGLang's no-drafting path, which is not a plain server), `sglang-default`
-(`--speculative-adaptive` without a config: SGLang's built-in EMA schedule) and `tuned` (a
-per-batch-size steps schedule chosen from the measured static curves).
+EAGLE-3 at K steps), `eagle3-k<K>-t<TOPK>-d<N>` (static EAGLE-3 drafting a tree: K steps,
+TOPK branches per step, N draft tokens verified per request), `dynamic-t<T>` (the dynamic
+server at a fixed T), `zero-step` (every batch at steps 0: SGLang's no-drafting path, which is
+not a plain server), `sglang-default` (`--speculative-adaptive` without a config: SGLang's
+built-in EMA schedule) and `tuned` (a per-batch-size steps schedule chosen from the measured
+static curves). Every dynamic server drafts a chain: SGLang 0.5.23's adaptive mode takes
+topk 1 only, so a tree is measured as a static server and no threshold holds for it.
 
 A dynamic server's adaptive JSON is a :class:`Schedule`: batch-size slots, each with a single
 candidate step count, so SGLang's EMA policy has nothing to move and the steps are a pure
@@ -69,10 +72,14 @@ _NAMED: dict[str, tuple[Kind, int | None, Adaptive | None]] = {
     "tuned": ("dynamic", None, "schedule"),
 }
 _STATIC_K = re.compile(r"^eagle3-k(?P<k>[1-9][0-9]?)$")
+_STATIC_TREE = re.compile(
+    r"^eagle3-k(?P<k>[1-9][0-9]?)-t(?P<topk>[1-9][0-9]?)-d(?P<d>[1-9][0-9]{0,3})$"
+)
 _DYNAMIC_T = re.compile(r"^dynamic-t(?P<t>[1-9][0-9]{0,4})$")
 _HELP = (
     "choose baseline, eagle3, dynamic, zero-step, sglang-default, tuned, eagle3-k<K> "
-    "(static EAGLE-3 at K steps) or dynamic-t<T> (drafting stops at batch size T)"
+    "(static EAGLE-3 at K steps), eagle3-k<K>-t<TOPK>-d<N> (static EAGLE-3 drafting a tree) "
+    "or dynamic-t<T> (drafting stops at batch size T)"
 )
 
 
@@ -155,10 +162,18 @@ class ServerConfiguration:
     steps: int | None = None
     threshold: int | None = None
     adaptive: Adaptive | None = None
+    # The draft's shape: branches per step (1: a chain) and draft tokens verified per request
+    # (None: K + 1, all a chain has; SGLang forces that for topk 1).
+    topk: int = 1
+    draft_tokens: int | None = None
 
     @property
     def speculative(self) -> bool:
         return self.kind != "baseline"
+
+    @property
+    def tree(self) -> bool:
+        return self.topk > 1
 
     @property
     def needs_analysis(self) -> bool:
@@ -170,6 +185,50 @@ class ServerConfiguration:
     def num_steps(self, default_steps: int) -> int:
         return self.steps if self.steps is not None else default_steps
 
+    def num_draft_tokens(self, default_steps: int) -> int:
+        """Tokens verified per request and step: N for a tree, K + 1 for a chain."""
+        if self.draft_tokens is not None:
+            return self.draft_tokens
+        return self.num_steps(default_steps) + 1
+
+    def draft_words(self, default_steps: int) -> str:
+        """The draft configuration in words: "a chain of 3 steps (topk 1, 4 draft tokens)"."""
+        k, n = self.num_steps(default_steps), self.num_draft_tokens(default_steps)
+        if self.tree:
+            return f"a tree of {k} steps (topk {self.topk}, {n} draft tokens)"
+        return f"a chain of {k} steps (topk 1, {n} draft tokens)"
+
+
+def tree_candidates(steps: int, topk: int) -> int:
+    """Draft tokens SGLang 0.5.23's EAGLE worker proposes per request before it keeps the best
+    N - 1 of them: topk from the first step, topk x topk from each later one (every kept branch
+    extends by topk; eagle_utils.organize_draft_results ranks them all)."""
+    return topk + (steps - 1) * topk * topk
+
+
+def _tree(name: str, steps: int, topk: int, draft_tokens: int) -> ServerConfiguration:
+    """A static tree configuration, refused (ConfigError, one line) where SGLang would not run
+    it as a tree."""
+    if topk == 1:
+        raise ConfigError(
+            f"mode {name}: topk 1 is a chain, which verifies K + 1 = {steps + 1} draft tokens "
+            f"whatever d says (SGLang forces it); use eagle3-k{steps}, or a topk of 2 or more"
+        )
+    if draft_tokens < 2:
+        raise ConfigError(
+            f"mode {name}: {draft_tokens} draft token leaves nothing to verify beyond the last "
+            f"accepted token; give d of 2 or more (e.g. eagle3-k{steps}-t{topk}-d8)"
+        )
+    most = tree_candidates(steps, topk) + 1
+    if draft_tokens > most:
+        raise ConfigError(
+            f"mode {name}: {steps} step{'s' if steps > 1 else ''} of topk {topk} propose "
+            f"{most - 1} draft tokens, so SGLang "
+            f"cannot pick {draft_tokens - 1} of them (its CUDA-graph capture fails at start-up); "
+            f"give d of at most {most}, or more steps or a larger topk"
+        )
+    return ServerConfiguration(name, "eagle3", steps=steps, topk=topk, draft_tokens=draft_tokens)
+
 
 def parse(name: str) -> ServerConfiguration:
     """The configuration a name stands for; ConfigError (one line) for an unknown name."""
@@ -178,6 +237,8 @@ def parse(name: str) -> ServerConfiguration:
         return ServerConfiguration(name, kind, threshold=threshold, adaptive=adaptive)
     if m := _STATIC_K.match(name):
         return ServerConfiguration(name, "eagle3", steps=int(m["k"]))
+    if m := _STATIC_TREE.match(name):
+        return _tree(name, int(m["k"]), int(m["topk"]), int(m["d"]))
     if m := _DYNAMIC_T.match(name):
         return ServerConfiguration(name, "dynamic", threshold=int(m["t"]), adaptive="threshold")
     raise ConfigError(f"unknown mode {name!r}; {_HELP}")
@@ -191,7 +252,10 @@ def ordered(names: Iterable[str], default_steps: int) -> list[ServerConfiguratio
     def rank(c: ServerConfiguration) -> tuple[int, int, str]:
         group = {"baseline": 0, "eagle3": 1, "dynamic": 2}[c.kind] + (1 if c.needs_analysis else 0)
         default_first = 0 if c.name in ("eagle3", "zero-step") else 1
-        return (group, default_first, c.name if c.steps is None else f"{c.steps:03d}")
+        if c.steps is None:
+            return (group, default_first, c.name)
+        # By K, a chain before the trees of its K, trees by topk then draft tokens.
+        return (group, default_first, f"{c.steps:03d}-{c.topk:03d}-{c.draft_tokens or 0:05d}")
 
     return sorted(configs, key=rank)
 

@@ -4,7 +4,11 @@ The same list launches real SGLang and the simulator, so what the simulator is t
 exactly what a GPU run would get. Spelling facts (shared/reference/sglang-0.5.23.md):
 - `--max-running-requests` is always explicit and equal across modes; SGLang silently sets 48
   for speculative servers otherwise.
-- `--speculative-num-draft-tokens` is K+1 with topk 1 (SGLang forces it anyway).
+- `--speculative-num-draft-tokens` is K+1 with topk 1 (SGLang forces it anyway); a tree
+  configuration (`eagle3-k<K>-t<TOPK>-d<N>`) passes its topk and N.
+- the draft's shape is the mode name's: `--speculative-eagle-topk` or
+  `--speculative-num-draft-tokens` in `--server-arg` would override it after the fact (and
+  turn an adaptive server static), so :func:`check_draft_flags` refuses them.
 - never `--cuda-graph-max-bs` (ambiguous prefix, exit 2); only `--cuda-graph-bs-decode`.
 """
 
@@ -19,6 +23,7 @@ from specbench import configurations
 from specbench.config import ServerConfig
 from specbench.configurations import Schedule, ServerConfiguration
 from specbench.engines import versions
+from specbench.errors import ConfigError
 from specbench.results.store import atomic_write
 
 # SGLang sizes the KV pool (--mem-fraction-static) to leave about 13.5 GiB of a GPU for
@@ -139,14 +144,17 @@ def build_argv(
             "--speculative-draft-model-path",
             server.draft_model_path,
         ]
+        check_draft_flags([spec], server)
         k = launch_steps(spec, server, schedule)
+        # An adaptive server drafts a chain (SGLang takes topk 1 only there): K + 1 tokens.
+        draft_tokens = spec.draft_tokens if spec.tree else k + 1
         argv += [
             "--speculative-num-steps",
             str(k),
             "--speculative-eagle-topk",
-            "1",
+            str(spec.topk),
             "--speculative-num-draft-tokens",
-            str(k + 1),
+            str(draft_tokens),
         ]
     if spec.kind == "dynamic":
         argv.append("--speculative-adaptive")
@@ -162,6 +170,50 @@ def build_argv(
             argv += ["--mem-fraction-static", str(fraction)]
     argv += list(server.extra_args)
     return argv
+
+
+def check_draft_flags(
+    configs: Sequence[ServerConfiguration | str], server: ServerConfig
+) -> None:
+    """Refuse (ConfigError, one line) a draft shape in --server-arg that would override what
+    the configurations' names say; for an adaptive server, say why SGLang cannot take it.
+
+    SGLang 0.5.23 turns `--speculative-adaptive` off when topk != 1 (a warning, then static
+    drafting at the launch's K), so a dynamic server given a tree would measure a static one.
+    A chain's draft-token count is harmless there: SGLang forces K + 1 for topk 1.
+    """
+    specs = [c for c in map(_configuration, configs) if c.speculative]
+    topk_text = flag_value(server.extra_args, "--speculative-eagle-topk")
+    tokens_text = flag_value(server.extra_args, "--speculative-num-draft-tokens")
+    topk, tokens = _int_or_none(topk_text), _int_or_none(tokens_text)
+    adaptive = [c.name for c in specs if c.kind == "dynamic"]
+    if topk is not None and topk != 1 and adaptive:
+        raise ConfigError(
+            f"--server-arg --speculative-eagle-topk {topk}: SGLang's --speculative-adaptive "
+            f"drafts a chain only (topk 1) and falls back to static drafting for a tree, so "
+            f"{', '.join(adaptive)} would not switch; drop it from --server-arg and measure the "
+            "tree as a static server by name (e.g. --modes eagle3-k3-t4-d8)"
+        )
+    overridden = [c.name for c in specs
+                  if (topk is not None and topk != c.topk)
+                  or (tokens is not None and c.tree and tokens != c.draft_tokens)]
+    if overridden:
+        given = " ".join(f"{flag} {value}" for flag, value in (
+            ("--speculative-eagle-topk", topk_text),
+            ("--speculative-num-draft-tokens", tokens_text)) if value is not None)
+        raise ConfigError(
+            f"--server-arg {given} would override the draft shape that the name of "
+            f"{', '.join(overridden)} sets; drop it from --server-arg and name the shape as a "
+            "mode (eagle3-k<K> for a chain, eagle3-k<K>-t<TOPK>-d<N> for a tree, e.g. "
+            "eagle3-k3-t4-d8)"
+        )
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None  # SGLang's own parser refuses it, in its words
 
 
 def server_env(config: ServerConfiguration | str, server: ServerConfig) -> dict[str, str]:

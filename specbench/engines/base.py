@@ -186,6 +186,8 @@ def verify(server: Server, cfg: SweepConfig, *, launched: bool) -> None:
         threshold=server.threshold,
         schedule=schedule if schedule is not None and schedule.threshold is None else None,
         adaptive_default=config.adaptive == "default",
+        speculative_eagle_topk=config.topk,
+        speculative_num_draft_tokens=config.draft_tokens,
     )
     problems = server_info.check_server_info(server.info, expected)
     reason = _fallback_reason(server) if problems else None
@@ -223,6 +225,8 @@ class LaunchedEngine:
     start_estimate_s = 300.0
 
     def __init__(self, cfg: SweepConfig) -> None:
+        # A draft shape in --server-arg is refused before a plan is printed or a server starts.
+        argv_mod.check_draft_flags(cfg.configurations, cfg.server)
         self.cfg = cfg
         self.time_scale = 1.0
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench import configurations
 from specbench.engines.argv import flag_value
 from specbench.results import Run
 
@@ -58,8 +59,35 @@ def resolved_settings(run: Run) -> str | None:
     return ", ".join(parts) if parts else None
 
 
+def draft_configurations(run: Run) -> str | None:
+    """Which draft configuration the decisions hold for, where the run measured a tree too:
+    the `eagle3` chain (c* and T are read from its curve, and every dynamic server drafts a
+    chain), each tree beside it; None for a run of chains only."""
+    config = run.manifest.config
+    k = config.server.speculative_num_steps
+    specs = [c for c in config.configurations if c.kind == "eagle3"]
+    trees = [c for c in specs if c.tree]
+    if not trees:
+        return None
+    shapes = "; ".join(f"{c.name}, {c.draft_words(k)}" for c in trees)
+    chain = configurations.parse("eagle3").draft_words(k)
+    held = (f"The decisions hold for the eagle3 server's draft, {chain}"
+            if "eagle3" in config.modes else
+            f"The decisions are read from the eagle3 server's draft, {chain}, not measured here")
+    return (f"Drafts measured as static trees: {shapes}. {held}; every dynamic server drafts "
+            "that chain too: SGLang's --speculative-adaptive takes topk 1 only (with a tree it "
+            "falls back to static drafting), so no threshold holds for a tree.")
+
+
 def measured_on(run: Run) -> str:
-    """One sentence: where the run's numbers come from."""
+    """Where the run's numbers come from, in one sentence; a second says which draft the
+    decisions hold for where trees were measured too."""
+    where = _measured_on(run)
+    drafts = draft_configurations(run)
+    return f"{where} {drafts}" if drafts else where
+
+
+def _measured_on(run: Run) -> str:
     config = run.manifest.config
     if config.engine == "sim":
         from specbench.sim.profile import load_profile  # only a simulated run needs it

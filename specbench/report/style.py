@@ -66,13 +66,23 @@ def _named(name: str, fixed: dict[str, str], eagle3: str, dynamic: str) -> str:
     return name
 
 
+def _tree(name: str) -> configurations.ServerConfiguration | None:
+    config = _parsed(name)
+    return config if config is not None and config.tree else None
+
+
 def label(name: str) -> str:
-    """A configuration's name in a legend: "EAGLE-3 K=2", "dynamic-disable T=40"."""
+    """A configuration's name in a legend: "EAGLE-3 K=2", "EAGLE-3 tree K=3 topk=4 N=8",
+    "dynamic-disable T=40"."""
+    if tree := _tree(name):
+        return f"EAGLE-3 tree K={tree.steps} topk={tree.topk} N={tree.draft_tokens}"
     return _named(name, MODE_LABELS, "EAGLE-3 K={}", "dynamic-disable T={}")
 
 
 def short_label(name: str) -> str:
-    """A configuration's name in a table column or flag list: "E3 k2", "dyn t40"."""
+    """A configuration's name in a table column or flag list: "E3 k2", "E3 k3t4d8", "dyn t40"."""
+    if tree := _tree(name):
+        return f"E3 k{tree.steps}t{tree.topk}d{tree.draft_tokens}"
     return _named(name, _SHORT, "E3 k{}", "dyn t{}")
 
 
@@ -105,6 +115,8 @@ def style(name: str) -> dict[str, Any]:
         return {**_LINE, "ls": "--"}
     if name == "sglang-default":
         return {**_LINE, "ls": ":", "lw": 2.0}
+    if _tree(name):  # a tree shares its K's colour with the chain: told apart by the line
+        return {**_LINE, "ls": "-."}
     return dict(_LINE)
 
 

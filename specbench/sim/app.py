@@ -162,6 +162,7 @@ class SimServer:
             max_new_tokens=1,
             count_metrics=False,
             topk=self.scheduler.topk,
+            draft_tokens=self.settings.speculative_num_draft_tokens,
         )
         self.scheduler.submit(req)
         try:
@@ -178,7 +179,8 @@ class SimServer:
         """SGLang's warmup: one /generate of 8 tokens; it counts toward the metrics."""
         traits = self.traits.traits("The capital city of France is", agentic=False)
         req = SimRequest(
-            uuid.uuid4().hex, traits, max_new_tokens=8, ignore_eos=True, topk=self.scheduler.topk
+            uuid.uuid4().hex, traits, max_new_tokens=8, ignore_eos=True, topk=self.scheduler.topk,
+            draft_tokens=self.settings.speculative_num_draft_tokens,
         )
         self.scheduler.submit(req)
         await self.wait_finished(req)
@@ -445,6 +447,7 @@ class SimServer:
             min_new_tokens=int(sampling.get("min_new_tokens") or 0),
             is_streaming=stream,
             topk=sch.topk,
+            draft_tokens=s.speculative_num_draft_tokens,
             block_keys=block_keys(text) if sch.cache.enabled else (),
         )
         self.frontend.submit(req, tokenized=prompt_tokens is None)

@@ -360,11 +360,24 @@ def resolve(
         admin_api_key=ns.admin_api_key or None,
         argv=argv,
         ignored_flags=_ignored(ns),
-        attention_backend=ns.attention_backend,
+        attention_backend=_attention_backend(ns, spec.eagle_topk, profile),
         disable_cuda_graph=bool(ns.disable_cuda_graph),
         disable_overlap_schedule=bool(ns.disable_overlap_schedule),
         startup_log=tuple(log),
     )
+
+
+# Targets with MLA attention, for which SGLang 0.5.23 picks FA3 on Hopper with a tree too.
+_MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM")
+
+
+def _attention_backend(ns: argparse.Namespace, topk: int | None, profile: Profile) -> str | None:
+    """--attention-backend as given; unset, FlashInfer for a tree (topk > 1) on an MHA target,
+    as SGLang 0.5.23 chooses on Hopper (its FA3 default is for topk 1; /server_info reports
+    FA3 for None)."""
+    if ns.attention_backend or (topk or 1) <= 1 or profile.architecture in _MLA_ARCHITECTURES:
+        return ns.attention_backend
+    return "flashinfer"
 
 
 def _check_sizes(ns: argparse.Namespace, max_running: int) -> None:

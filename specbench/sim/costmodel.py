@@ -10,7 +10,9 @@ the one in shared/reference/speculation-under-load.md §4.1:
   ``1/R`` per token once compute-bound (the knee is near ``t_mem·R`` tokens);
 * attention is memory-bound on the KV cache it reads: a fixed cost per layer plus
   ``κ · KV bytes / BW``; ``κ`` is 1 for a one-token decode and ``verify_kappa`` for an EAGLE
-  verify of K+1 query tokens (kernels that re-read KV per query row pay more);
+  verify of K+1 query tokens (kernels that re-read KV per query row pay more); a tree's verify
+  of N rows pays, per row beyond K+1, the share the fit shows between one row and K+1
+  (:func:`tree_verify_kappa`);
 * a kernel that gives each request only a few thread blocks cannot fill the GPU at small batch:
   then one request's KV walk sets the time, ``n_layers · serial · L`` for a request of L tokens
   (``serial_ns_per_token_layer``, and ``verify_serial_ns_per_token_layer`` for the verify
@@ -97,6 +99,7 @@ __all__ = [
     "predict_output_tok_s",
     "prefill_step",
     "resolve_profile_path",
+    "tree_verify_kappa",
 ]
 
 
@@ -174,7 +177,11 @@ def decode_step(
     parts = {
         "target_linear": tl.time_ms(batch * verify_tokens),
         "target_attention": ta.decode_ms(
-            kv_tokens, kappa=o.verify_kappa, context_tokens=context, verify=True, batch=batch
+            kv_tokens,
+            kappa=tree_verify_kappa(profile, num_steps, verify_tokens),
+            context_tokens=context,
+            verify=True,
+            batch=batch,
         ),
         # The draft extend runs over the verified tokens, then K-1 one-token draft steps.
         "draft_linear": dl.time_ms(batch * verify_tokens)
@@ -190,6 +197,23 @@ def decode_step(
         "overhead": base_ms + spec_ms + num_steps * o.o_step_ms,
     }
     return StepCost(sum(parts.values()), parts)
+
+
+def tree_verify_kappa(profile: Profile, num_steps: int, verify_tokens: int) -> float:
+    """The verify's KV-read factor for `verify_tokens` query rows per request at K steps.
+
+    ``verify_kappa`` is the fitted factor of a chain's K+1 rows (any K); a tree verifies other
+    row counts at the same K. Where the kernel does not pad rows to a tile, each row beyond
+    (or short of) the chain's adds (or saves) the share per row that the fit shows between the
+    one-row verify (``one_token_verify_kappa``) and the K+1-row one; a padding kernel (Triton's
+    extend, 64-row tiles) costs the same for any tree of up to a tile of rows.
+    """
+    o = profile.overheads
+    chain_rows = num_steps + 1
+    if o.verify_pads_query_rows or verify_tokens == chain_rows or num_steps <= 0:
+        return o.verify_kappa
+    per_row = (o.verify_kappa - o.one_token_verify_kappa) / num_steps
+    return max(o.one_token_verify_kappa, o.verify_kappa + (verify_tokens - chain_rows) * per_row)
 
 
 def extend_attention_ms(

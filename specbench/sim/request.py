@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from specbench.sim.prefixcache import BLOCK_TOKENS
+from specbench.sim.speculative_args import draft_tree_reach
 from specbench.sim.workload import RequestTraits
 
 
@@ -51,7 +52,9 @@ class SimRequest:
         "rng",
         "seed",
         "target_tokens",
+        "topk",
         "traits",
+        "tree_tokens",
         "verify_ct",
     )
 
@@ -66,6 +69,7 @@ class SimRequest:
         is_streaming: bool = False,
         count_metrics: bool = True,
         topk: int = 1,
+        draft_tokens: int | None = None,
         block_keys: tuple[bytes, ...] = (),
     ) -> None:
         self.rid = rid
@@ -86,8 +90,11 @@ class SimRequest:
             self.target_tokens, self.finish_kind = natural, "stop"
         self.seed = traits.seed
         self.rng = random.Random(traits.seed)
-        # A tree of topk branches per depth: a depth is accepted when any branch matches.
+        # A tree of topk branches per depth: a depth is accepted when any branch matches
+        # (every branch verified; with `draft_tokens`, only the N - 1 SGLang keeps).
         alpha = 1.0 - (1.0 - traits.alpha) ** max(1, topk)
+        self.topk = max(1, topk)
+        self.tree_tokens = draft_tokens if topk > 1 else None
         self.log_alpha = math.log(min(max(alpha, 1e-9), 1.0 - 1e-9))
         self.is_streaming = is_streaming
         self.count_metrics = count_metrics
@@ -130,17 +137,25 @@ class SimRequest:
         return {"type": "stop", "matched": None}
 
     def draw_accepted(self, num_steps: int) -> int:
-        """Accepted drafts in one verify: P(at least j accepted) = alpha^j, capped at K; or,
-        where the profile gives the draft's hits by output position, the hits in a row from
-        the last verified token on."""
+        """Accepted drafts in one verify: P(at least j accepted) = alpha^j, capped at K; for a
+        tree of N draft tokens, the share of the kept tree that reaches depth j
+        (speculative_args.draft_tree_reach); or, where the profile gives the draft's hits by
+        output position, the hits in a row from the last verified token on."""
+        reach = None
+        if self.tree_tokens is not None and num_steps > 0:
+            reach = draft_tree_reach(self.traits.alpha, num_steps, self.topk, self.tree_tokens)
         hits = self.traits.draft_hits
         start = self.completion_tokens - 1
         if start >= 0 and start + num_steps <= len(hits):
+            # The hits are the draft's first choice only: a tree accepts along that path.
+            depth = num_steps if reach is None else len(reach)
             accepted = 0
-            while accepted < num_steps and hits[start + accepted] == "1":
+            while accepted < depth and hits[start + accepted] == "1":
                 accepted += 1
             return accepted
         u = self.rng.random()
+        if reach is not None:
+            return sum(1 for p in reach if u < p)
         if u <= 0.0:
             return num_steps
         return min(num_steps, int(math.log(u) / self.log_alpha))

@@ -1,6 +1,8 @@
 """The speculative half of the simulated server's command line: SGLang's resolution of the
 EAGLE flags, in its order (the adaptive block, the 48-request cap, the auto choice, the chain's
-draft tokens), and what each modelled SGLang release changes (--sim-sglang-version).
+draft tokens, a tree's limits), and what each modelled SGLang release changes
+(--sim-sglang-version); and the draft tree SGLang builds from (steps, topk, draft tokens),
+which sets how far a verify gets (:func:`draft_tree_reach`).
 
 :mod:`specbench.sim.args` parses the whole command line and calls :func:`resolve_speculative`;
 problems raise :class:`StartupError` with the exit code and the lines SGLang would print.
@@ -9,6 +11,8 @@ problems raise :class:`StartupError` with the exit code and the lines SGLang wou
 from __future__ import annotations
 
 import argparse
+import functools
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,8 +118,12 @@ def resolve_speculative(
         steps, topk, draft_tokens = _auto_choice(profile, topk, draft_tokens, log)
     if topk is None:
         topk = 1
+    if topk > 1:
+        _check_tree_backend(ns)
     # 4. A chain (topk 1) verifies exactly steps + 1 tokens.
     draft_tokens = _chain_draft_tokens(steps, topk, draft_tokens, log)
+    if topk > 1:
+        _check_tree_size(steps, topk, draft_tokens)
     params = SpeculativeParams(
         algo, steps, topk, draft_tokens, slots is not None, slots if slots is not None else ()
     )
@@ -149,12 +157,13 @@ def _adaptive_slots(
     if not ns.speculative_adaptive:
         return None
     if topk is not None and topk != 1:
+        # SGLang 0.5.23 drafts a chain only in adaptive mode: a tree falls back to static
+        # drafting with this warning (adaptive_spec_params.adaptive_unsupported_reason).
         log.append(
             (
                 "warning",
-                f"speculative_adaptive disabled: speculative_eagle_topk={topk} is not "
-                "supported (adaptive requires topk == 1). "
-                "Falling back to static speculative params.",
+                f"speculative_adaptive disabled: speculative_eagle_topk={topk} "
+                "(only topk=1 is supported). Falling back to static speculative params.",
             )
         )
         return None
@@ -249,3 +258,80 @@ def _chain_draft_tokens(
         )
         return steps + 1
     return steps + 1 if draft_tokens is None else draft_tokens
+
+
+# Attention backends that draft a tree over pages of more than one token (SGLang 0.5.23's
+# speculative_hook: the others cannot express a page per branch).
+PAGE_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
+
+
+def _check_tree_backend(ns: argparse.Namespace) -> None:
+    """SGLang's refusals of a tree (topk > 1) by attention backend, with its words (exit 1)."""
+    backend = ns.attention_backend
+    if backend == "trtllm_mha":
+        raise StartupError(
+            1, "ValueError: trtllm_mha backend only supports topk = 1 for speculative decoding."
+        )
+    try:
+        page_size = int(ns.page_size) if ns.page_size is not None else 1
+    except ValueError:
+        page_size = 1  # not a number: the simulator takes --page-size without reading it
+    # Unset, a Hopper target with MHA resolves a tree to FlashInfer, which can.
+    if page_size > 1 and backend is not None and backend not in PAGE_TREE_BACKENDS:
+        raise StartupError(
+            1,
+            f"ValueError: speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+            f"{PAGE_TREE_BACKENDS}; got attention_backend={backend!r}. Use page_size == 1 or "
+            "one of those backends.",
+        )
+
+
+def tree_candidates(steps: int, topk: int) -> int:
+    """Drafts SGLang proposes per request before it keeps the best draft tokens - 1: topk from
+    the first step, then topk children of each of the topk branches it keeps, per step."""
+    return topk + (steps - 1) * topk * topk
+
+
+def _check_tree_size(steps: int, topk: int, draft_tokens: int) -> None:
+    """SGLang keeps the draft tokens - 1 best of its candidates with a top-k over them; asking
+    for more than there are fails in the draft's CUDA-graph capture (without graphs, in the
+    warmup's first decode), so the server never comes up."""
+    candidates = tree_candidates(steps, topk)
+    if draft_tokens - 1 <= candidates:
+        return
+    raise StartupError(
+        1,
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "sglang/srt/speculative/eagle_utils.py", line 110, in organize_draft_results  '
+        f"[simulated by specbench.sim: {steps} steps of topk {topk} propose {candidates} drafts; "
+        f"pass --speculative-num-draft-tokens {candidates + 1} or fewer]",
+        "RuntimeError: selected index k out of range",
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def draft_tree_reach(alpha: float, steps: int, topk: int, draft_tokens: int) -> tuple[float, ...]:
+    """P(a verify accepts at least j drafts), j = 1, 2, ..., for the tree SGLang drafts.
+
+    The draft ranks its candidates for a position; the target's token is its r-th choice with
+    probability alpha (1 - alpha)^(r - 1) (alpha: a chain's per-token acceptance; a calibrated
+    draft, so a node's score is the chance that its path is the target's). SGLang keeps all
+    topk first-step drafts, extends the topk best paths of each step by topk, and verifies the
+    draft tokens - 1 best-scoring of all of them. The target's path is one path, so the chance
+    that a verify reaches depth j is the summed score of the kept nodes at depth j (a child never
+    outscores its parent, so the kept nodes form a tree). A chain gets alpha^j.
+    """
+    rank = [alpha * (1.0 - alpha) ** r for r in range(topk)]
+    beam = [(p, 1) for p in rank]  # (score, depth) of the paths extended next
+    candidates = list(beam)
+    for depth in range(2, steps + 1):
+        children = [(score * p, depth) for score, _ in beam for p in rank]
+        beam = heapq.nlargest(topk, children, key=lambda node: node[0])
+        candidates += children
+    kept = heapq.nlargest(draft_tokens - 1, candidates, key=lambda node: node[0])
+    reach = [0.0] * steps
+    for score, depth in kept:
+        reach[depth - 1] += score
+    while reach and reach[-1] <= 0.0:
+        reach.pop()
+    return tuple(min(1.0, p) for p in reach)
