@@ -84,7 +84,7 @@ def k_curves(run: Run, prompt_set: str) -> dict[int, str]:
             config = configurations.parse(str(name))
         except ConfigError:
             continue
-        if config.kind == "eagle3":
+        if config.kind == "eagle3" and not config.tree:  # a tree is not the chain of its K
             k = config.num_steps(default_k)
         elif config.name == ZERO_STEP:
             k = 0

@@ -156,7 +156,7 @@ METRICS: tuple[Metric, ...] = (
         "sglang:spec_num_draft_tokens",
         "gauge",
         "The current number of draft tokens.",
-        lambda s: s.current_steps + 1,
+        lambda s: s.draft_tokens_now,
         speculative_only=True,
     ),
     Metric(

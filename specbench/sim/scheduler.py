@@ -460,13 +460,21 @@ class Scheduler(kvpool.PoolAccounting):
             f"#queue-req: {len(self.queue)}",
         )
 
+    @property
+    def draft_tokens_now(self) -> int:
+        """Tokens a verify checks per request now: a tree's N, else the chain's steps + 1."""
+        if (self.settings.speculative_eagle_topk or 1) > 1:
+            return self.settings.speculative_num_draft_tokens or self.current_steps + 1
+        return self.current_steps + 1
+
     def _log_decode(self, fwd: _Forward) -> None:
         window = self.decode_log
         window.close(self.model_now_s, self.speculative)
         spec = ""
         if self.speculative:
-            k = self.current_steps
-            rate = (window.last_accept_length - 1.0) / k if k > 0 else 0.0
+            # SGLang's rate is over the drafts a verify checks: N - 1 (K for a chain).
+            drafts = self.draft_tokens_now - 1
+            rate = (window.last_accept_length - 1.0) / drafts if drafts > 0 else 0.0
             spec = f"accept len: {window.last_accept_length:.2f}, accept rate: {rate:.2f}, "
         self.log(
             "info",

@@ -4,6 +4,7 @@ keeps, what a verify of it accepts and costs, and a running server that drafts o
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -194,7 +195,7 @@ def test_a_tree_verify_costs_more_where_the_kernel_reads_kv_per_row() -> None:
 def test_a_tree_server_reports_its_tree_and_accepts_more_per_verify(
     start_sim: Callable[..., SimProc],
 ) -> None:
-    tree = start_sim(*FAST, *EAGLE, *TREE)
+    tree = start_sim(*FAST, *EAGLE, *TREE, "--enable-metrics")
     chain = start_sim(*FAST, *EAGLE, *CHAIN)
     info = tree.get_json("/server_info")
     assert (info["speculative_eagle_topk"], info["speculative_num_draft_tokens"]) == (4, 8)
@@ -210,3 +211,12 @@ def test_a_tree_server_reports_its_tree_and_accepts_more_per_verify(
     # SGLang counts N - 1 proposed drafts per verify, whatever the tree kept of them.
     assert meta["spec_num_proposed_drafts"] == 7 * meta["spec_verify_ct"]
     assert meta["spec_accept_rate"] <= 3 / 7
+    # Its gauge and its decode log count the tree's N, as SGLang's do: the log's accept rate is
+    # over the N - 1 drafts a verify checks, so it stays within [0, K / (N - 1)].
+    status, metrics = tree.get("/metrics")
+    assert status == 200
+    gauge = next(line for line in metrics.splitlines()
+                 if line.startswith("sglang:spec_num_draft_tokens"))
+    assert float(gauge.rsplit(" ", 1)[1]) == 8.0
+    rates = [float(m) for m in re.findall(r"accept rate: ([0-9.]+)", tree.log)]
+    assert rates and all(0.0 <= r <= 3 / 7 + 0.01 for r in rates)
