@@ -412,6 +412,15 @@ class SweepConfig(_Section):
         cli="--straddle-rounds",
         ge=0,
     )
+    # SGLang's own torch profiler at these levels (engines/profiler.py); a real engine only.
+    profile_steps: tuple[int, ...] = option(
+        (),
+        "comma list of --concurrency levels at which each server's steps are profiled by "
+        "SGLang's own profiler (a real engine): draft, verify attention, GEMMs, communication "
+        "and host idle per step and rank, shown by specbench explain",
+        cli="--profile-steps",
+        parse="csv_int",
+    )
     server: ServerConfig = ServerConfig()
     sim: SimConfig = SimConfig()
     load: LoadConfig = LoadConfig()
@@ -507,6 +516,11 @@ class SweepConfig(_Section):
             )
         return tuple(sorted(set(value)))
 
+    @field_validator("profile_steps")
+    @classmethod
+    def _sorted_profile_levels(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(sorted(set(value)))
+
     @model_validator(mode="after")
     def _shardable_only_config(self) -> SweepConfig:
         for name in self.only_config:
@@ -560,6 +574,25 @@ class SweepConfig(_Section):
                 or self.context_lengths:
             raise ConfigError("--request-rates runs on one client process, without --mix or "
                               "--context-lengths (not supported yet): drop those options")
+        return self
+
+    @model_validator(mode="after")
+    def _profile_on_a_real_engine(self) -> SweepConfig:
+        levels = self.profile_steps
+        if not levels:
+            return self
+        if self.engine == "sim":
+            raise ConfigError("--profile-steps asks SGLang's own profiler (/start_profile), "
+                              "which the simulated server does not have; use --engine sglang "
+                              "(or attach a real server), or drop --profile-steps")
+        if self.load.request_rates:
+            raise ConfigError("--profile-steps profiles concurrency levels, and an open-loop "
+                              "sweep (--request-rates) has none; drop one of the two")
+        missing = [c for c in levels if c not in self.concurrency]
+        if missing:
+            raise ConfigError(f"--profile-steps {','.join(map(str, missing))}: not a "
+                              f"--concurrency level ({','.join(map(str, self.concurrency))}); "
+                              "give levels the sweep measures")
         return self
 
     @model_validator(mode="after")

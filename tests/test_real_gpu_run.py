@@ -382,27 +382,24 @@ def test_the_model_overcharges_agentic_steps_where_running_requests_share_prefix
     import statistics
 
     from specbench.sim.costmodel import load_profile
+    from tests.fit_steps import one_step_samples, real_over_model, run_log_interval
 
-    sys.path.insert(0, str(RUNS.parents[1] / "benchmarks" / "gpu"))
-    import fit_profile  # type: ignore[import-not-found]
-    import shared_prefix_reads as reads  # type: ignore[import-not-found]
-
-    profile = load_profile(reads.PROFILE)
-    prefix = reads.DEFAULT_PREFIX
+    profile = load_profile("llama-3.1-8b-1xh200-flashinfer")
+    prefix = "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-"
 
     def lines(run: str, running: int) -> list[Any]:
-        return [x for x in reads.samples(RUNS / f"{prefix}{run}") if x.batch == running]
+        return [x for x in one_step_samples(RUNS / f"{prefix}{run}") if x.batch == running]
 
-    # fit_profile.py reads a run logged every step as such (its contexts grow one step a line).
-    assert fit_profile.decode_log_interval(RUNS / f"{prefix}agentic-steps") == 1
-    assert fit_profile.decode_log_interval(RUNS / f"{prefix}tune") == 40
-    card = reads.real_over_model(lines("coding-steps", 64), profile, 1.0)
+    # The fit reads a run logged every step as such (its contexts grow one step a line).
+    assert run_log_interval(RUNS / f"{prefix}agentic-steps") == 1
+    assert run_log_interval(RUNS / f"{prefix}tune") == 40
+    card = real_over_model(lines("coding-steps", 64), profile, 1.0)
     shared, little = lines("agentic-steps", 128), lines("agentic-steps", 16)
     assert statistics.median(x.kv_tokens / x.pool_tokens for x in shared) > 2.5
     assert statistics.median(x.kv_tokens / x.pool_tokens for x in little) < 1.3
-    assert reads.real_over_model(shared, profile, 1.0) < 0.75 * card
-    assert reads.real_over_model(little, profile, 1.0) > 0.85 * card
-    assert reads.real_over_model(shared, profile, 0.4) > 0.85 * card
+    assert real_over_model(shared, profile, 1.0) < 0.75 * card
+    assert real_over_model(little, profile, 1.0) > 0.85 * card
+    assert real_over_model(shared, profile, 0.4) > 0.85 * card
     run = RUNS / f"{prefix}agentic-steps"
     plain = _step_ms_by_running(run / "servers" / "baseline.log.xz", accept_default=1.0)
     zero = _step_ms_by_running(run / "servers" / "zero-step.log.xz")
@@ -430,16 +427,15 @@ def test_an_adaptive_server_below_its_launch_k_takes_longer_steps() -> None:
 
 def _step_ms_by_running(log: Path, accept_default: float | None = None) -> dict[int, float]:
     """Median ms per step at each running-request count, from one-step `Decode batch` lines
-    (requests x tokens per verify / the line's tok/s), read as fit_profile.py reads them; a
-    plain server's lines carry no tokens per verify (give `accept_default` 1)."""
+    (requests x tokens per verify / the line's tok/s), read with explain's parser; a plain
+    server's lines carry no tokens per verify (give `accept_default` 1)."""
     import statistics
 
-    sys.path.insert(0, str(RUNS.parents[1] / "benchmarks" / "gpu"))
-    import fit_profile  # type: ignore[import-not-found]
+    from specbench.analysis.steps import DECODE_LINE, read_log
 
     found: dict[int, list[float]] = {}
-    for text in fit_profile.log_lines(log):
-        m = fit_profile.DECODE_RE.match(text)
+    for text in read_log(log):
+        m = DECODE_LINE.search(text)
         accept = float(m["accept"]) if m and m["accept"] else accept_default
         if m and accept and float(m["tok_s"]) > 0:
             running = int(m["batch"])

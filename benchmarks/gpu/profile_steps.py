@@ -1,72 +1,45 @@
-"""GPU kernel time per decode step of a real SGLang server at load, by kind of kernel (issue 37).
+"""GPU kernel time per decode step of a real SGLang server at load, by kind of kernel.
 
-EAGLE-3's step at 32-64 running requests costs more than the simulator's verify (a multiple of a
-decode's KV read) and the same on an H100 and an H200 (results/gpu/README.md). Whether that time
-is the verify's attention kernel, the GEMMs or the host (the GPU idle between kernels) needs the
-kernels themselves: this script asks the server for a torch profile of a few steps at each load
-level while a sweep runs, then splits each step's wall time into kernel kinds and idle time.
+`specbench sweep --profile-steps 16,64` does this inside the sweep (specbench/engines/
+profiler.py asks SGLang for the profile, specbench/analysis/kernels.py splits every rank's
+trace) and `specbench explain` shows it. This script is the same beside a sweep that was
+started without the option, or for traces taken by hand:
 
-  # beside a sweep whose server listens on --port (device_call.sh's `fiprof` step):
+  # beside a sweep whose server listens on --port:
   python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels 16,32,64 --out DIR \
       --until-pid PID
   python3 benchmarks/gpu/profile_steps.py summarize DIR   # the table; writes DIR/steps.json
 
 `watch` polls /metrics; once a server (named by /server_info: baseline, eagle3, zero-step) has held
 between --min-frac c (0.9) and c running requests for --stable-s, it POSTs /start_profile with
---steps steps and GPU activity only, to DIR/<mode>-c<c>/, once per (mode, level). SGLang writes a
-chrome trace there (`*.trace.json.gz`) when the steps are done. Its steps are scheduler
-iterations, so the prefill forwards that run at load are among them: the plain server's
-`attn_prefill` is theirs, EAGLE-3's is theirs plus the verify's (the same FlashInfer kernel).
-Standard library only.
+--steps steps to DIR/<mode>-c<c>/, once per (mode, level). SGLang writes one chrome trace per
+rank there (`*-TP-<rank>.trace.json.gz`) when the steps are done; `summarize` splits each
+rank's into draft, verify and decode attention, prefill, GEMMs, communication, other, unknown
+kernels (named) and host idle, per step, and takes the slowest rank's step.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import re
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-# Kernel kinds by name, first match wins (FlashInfer 0.6 and SGLang 0.5.17 kernel names).
-KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("attn_prefill", re.compile(r"BatchPrefill|SinglePrefill|prefill", re.I)),
-    ("attn_decode", re.compile(r"BatchDecode|decode", re.I)),
-    ("gemm", re.compile(r"gemm|nvjet|cutlass|xmma|sm90_|cublas", re.I)),
-)
-RUNNING = "sglang:num_running_reqs"
-
-
-def _get(url: str, timeout_s: float = 2.0) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
-            return bytes(response.read())
-    except (urllib.error.URLError, OSError, ValueError):
-        return None
-
-
-def running_requests(base: str) -> float | None:
-    """SGLang's running-requests gauge, summed over its label sets; None if unreadable."""
-    page = _get(base + "/metrics")
-    if page is None:
-        return None
-    total = None
-    for line in page.decode(errors="replace").splitlines():
-        if line.startswith(RUNNING + "{") or line.startswith(RUNNING + " "):
-            total = (total or 0.0) + float(line.rsplit(maxsplit=1)[-1])
-    return total
+from specbench.analysis.kernels import KINDS, PointProfile, split_point
+from specbench.engines.process import http_get
+from specbench.engines.profiler import ACTIVITIES, ask_profile, running_requests
 
 
 def server_mode(base: str) -> str | None:
     """The sweep's name for the server: baseline, eagle3, or, for an adaptive server, the stem of
     the schedule file specbench wrote for it (servers/<mode>.adaptive.json: zero-step, dynamic)."""
-    page = _get(base + "/server_info")
-    if page is None:
+    try:
+        status, page = http_get(base + "/server_info")
+    except OSError:
+        return None
+    if status != 200:
         return None
     info = json.loads(page)
     if not info.get("speculative_algorithm"):
@@ -75,18 +48,6 @@ def server_mode(base: str) -> str | None:
     if info.get("speculative_adaptive") and schedule:
         return Path(str(schedule)).name.split(".")[0]
     return "eagle3"
-
-
-def start_profile(base: str, out_dir: Path, steps: int) -> str:
-    body = json.dumps({"output_dir": str(out_dir), "num_steps": steps, "activities": ["GPU"],
-                       "profile_id": out_dir.name}).encode()
-    request = urllib.request.Request(base + "/start_profile", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return f"{response.status} {response.read().decode(errors='replace').strip()}"
-    except (urllib.error.URLError, OSError) as exc:
-        return f"failed: {exc}"
 
 
 def _alive(pid: int | None) -> bool:
@@ -101,7 +62,8 @@ def _alive(pid: int | None) -> bool:
 
 def watch(port: int, levels: list[int], out: Path, *, modes: tuple[str, ...] = ("baseline",
           "eagle3"), steps: int = 20, stable_s: float = 3.0, until_pid: int | None = None,
-          timeout_s: float | None = None, poll_s: float = 0.5, min_frac: float = 0.9) -> int:
+          timeout_s: float | None = None, poll_s: float = 0.5, min_frac: float = 0.9,
+          activities: tuple[str, ...] = ACTIVITIES) -> int:
     """Profile each of `modes` once at each level; return when all are asked for, the process
     `until_pid` (the sweep) has ended or `timeout_s` has passed (1 if some were not asked)."""
     base = f"http://127.0.0.1:{port}"
@@ -127,8 +89,9 @@ def watch(port: int, levels: list[int], out: Path, *, modes: tuple[str, ...] = (
                 since.setdefault(c, now)
                 if now - since[c] >= stable_s:
                     where = out / f"{mode}-c{c}"
-                    answer = start_profile(base, where, steps)
-                    print(f"profile {where.name}: {running:.0f} running, {answer}", flush=True)
+                    error = ask_profile(base, where, steps, activities=activities)
+                    print(f"profile {where.name}: {running:.0f} running, "
+                          f"{error or 'asked'}", flush=True)
                     done.add((mode, c))
         time.sleep(poll_s)
     missed = [f"{m}-c{c}" for m in modes for c in levels if (m, c) not in done]
@@ -137,55 +100,34 @@ def watch(port: int, levels: list[int], out: Path, *, modes: tuple[str, ...] = (
     return 1 if missed else 0
 
 
-def _kind(name: str) -> str:
-    for kind, pattern in KINDS:
-        if pattern.search(name):
-            return kind
-    return "other"
-
-
-def step_breakdown(trace_path: Path, steps: int) -> dict[str, float]:
-    """Per step (ms): wall time from the first kernel to the last, time in each kernel kind,
-    and idle (wall less the union of the kernels' intervals)."""
-    with gzip.open(trace_path, "rt") if trace_path.suffix == ".gz" else open(trace_path) as f:
-        events = json.load(f)
-    events = events.get("traceEvents", events) if isinstance(events, dict) else events
-    kernels = [(float(e["ts"]), float(e["dur"]), str(e.get("name", ""))) for e in events
-               if e.get("cat") == "kernel" and "dur" in e]
-    if not kernels:
-        return {}
-    kernels.sort()
-    out: dict[str, float] = {kind: 0.0 for kind, _ in KINDS} | {"other": 0.0}
-    busy_us, end_us = 0.0, kernels[0][0]
-    for ts, dur, name in kernels:
-        out[_kind(name)] += dur
-        busy_us += max(0.0, ts + dur - max(ts, end_us))
-        end_us = max(end_us, ts + dur)
-    wall_us = end_us - kernels[0][0]
-    per_step = {k: v / steps / 1e3 for k, v in out.items()}
-    per_step["wall"] = wall_us / steps / 1e3
-    per_step["idle"] = (wall_us - busy_us) / steps / 1e3
-    per_step["kernels"] = len(kernels) / steps
-    return per_step
-
-
 def summarize(out: Path, steps: int) -> int:
-    rows: dict[str, dict[str, float]] = {}
+    """The slowest rank's step of each <mode>-c<c> folder, by kind; DIR/steps.json keeps every
+    rank's."""
+    rows: dict[str, PointProfile] = {}
     for folder in sorted(p for p in out.iterdir() if p.is_dir()):
-        traces = sorted(folder.rglob("*.trace.json*"))
-        if traces:
-            rows[folder.name] = step_breakdown(traces[0], steps)
+        mode, _, level = folder.name.rpartition("-c")
+        speculative = mode != "baseline"
+        ranks = split_point(folder, speculative=speculative, steps_requested=steps)
+        if ranks and level.isdigit():
+            rows[folder.name] = PointProfile(mode, "", int(level), speculative, steps,
+                                             ACTIVITIES, ranks)
     if not rows:
         print(f"error: no *.trace.json(.gz) under {out}/<mode>-c<c>/: did the server write its "
               "profile (its log says where)?", file=sys.stderr)
         return 2
-    columns = ["wall", "attn_prefill", "attn_decode", "gemm", "other", "idle", "kernels"]
-    print("ms per step (GPU kernel time by kind; idle = wall less the kernels' union)")
-    print(f"{'server-level':16s}" + "".join(f"{c:>13s}" for c in columns))
-    for name, row in rows.items():
-        print(f"{name:16s}" + "".join(f"{row.get(c, float('nan')):13.2f}" for c in columns))
-    (out / "steps.json").write_text(json.dumps({"steps_per_profile": steps, "rows": rows},
-                                               indent=2) + "\n")
+    columns = ["step", *KINDS, "ranks"]
+    print("ms per decode step on the slowest rank (GPU time by kind; idle = no kernel running)")
+    print(f"{'server-level':16s}" + "".join(f"{c[:12]:>13s}" for c in columns))
+    for name, profile in rows.items():
+        step = profile.step
+        assert step is not None
+        cells = [step.step_ms, *(step.kinds_ms[k] for k in KINDS), float(len(profile.ranks))]
+        print(f"{name:16s}" + "".join(f"{v:13.2f}" for v in cells))
+        for kernel, ms in list(profile.unknown_ms.items())[:5]:
+            print(f"{'':16s}  unknown kernel {ms:.3f} ms: {kernel[:100]}")
+    (out / "steps.json").write_text(json.dumps(
+        {"steps_per_profile": steps, "rows": {n: p.to_json() for n, p in rows.items()}},
+        indent=2) + "\n")
     return 0
 
 
@@ -201,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--stable-s", type=float, default=3.0)
     w.add_argument("--until-pid", type=int, default=None)
     w.add_argument("--timeout-s", type=float, default=None)
+    # GPU only: the kernels without SGLang's forward spans (draft and verify not told apart).
+    w.add_argument("--activities", default=",".join(ACTIVITIES))
     # Agentic's long prompts keep more requests in prefill: 27-29 of 32 run at once.
     w.add_argument("--min-frac", type=float, default=0.9)
     s = sub.add_parser("summarize", help="per-step kernel time by kind from the traces")
@@ -211,10 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         levels = [int(x) for x in args.levels.split(",")]
         return watch(args.port, levels, args.out, modes=tuple(args.modes.split(",")),
                      steps=args.steps, stable_s=args.stable_s, until_pid=args.until_pid,
-                     timeout_s=args.timeout_s, min_frac=args.min_frac)
+                     timeout_s=args.timeout_s, min_frac=args.min_frac,
+                     activities=tuple(args.activities.split(",")))
     return summarize(args.out, args.steps)
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -18,6 +18,11 @@ step ratio from 1, the rest from 1 (a rest above 1 holds nothing back).
 Intervals: the step ratio from a block bootstrap over each server's steady lines (consecutive
 lines share a batch and its contexts, so blocks of them are resampled); R from its per-level
 error (:mod:`.intervals`, the one the crossover uses); A as measured (the stream's count).
+
+Where the sweep profiled levels (``--profile-steps``, :mod:`.kernels`), each such level also
+gets both servers' steps as SGLang's profiler split them (draft, verify attention, GEMMs,
+communication, host idle; the slowest rank's step), and the step ratio that split gives beside
+the one from the logs.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 
 from specbench.analysis.curves import level_stats, mean_by_level, slice_inflation
 from specbench.analysis.intervals import PairedRequests, percentile_interval, ratio_curve
+from specbench.analysis.kernels import PointProfile, TraceError, read_profiles
 from specbench.analysis.steps import DecodeInterval, decode_log_interval, point_intervals
 from specbench.engines.argv import flag_value
 from specbench.errors import UserError
@@ -92,11 +98,31 @@ class LevelExplanation:
 
 
 @dataclass(frozen=True)
+class LevelProfile:
+    """Both servers' profiled steps at one level (None: that server was not profiled there)."""
+
+    concurrency: int
+    spec: PointProfile | None
+    plain: PointProfile | None
+    log_step_ratio: float | None = None  # the logs' speculative step / plain step there
+
+    @property
+    def step_ratio(self) -> float | None:
+        """The profile's speculative step over its plain one (slowest ranks' steps)."""
+        spec = self.spec.step if self.spec else None
+        plain = self.plain.step if self.plain else None
+        if spec is None or plain is None or plain.step_ms <= 0:
+            return None
+        return spec.step_ms / plain.step_ms
+
+
+@dataclass(frozen=True)
 class SetExplanation:
     prompt_set: str
     speculative: str  # the configuration explained against the baseline
     levels: list[LevelExplanation]
     notes: list[str] = field(default_factory=list)
+    profiles: list[LevelProfile] = field(default_factory=list)
 
 
 # -- the arithmetic -----------------------------------------------------------------------------
@@ -216,6 +242,7 @@ def explain_run(run: Run, *, seed: int = 0) -> list[SetExplanation]:
     requests = PairedRequests(run)
     max_accept = _max_accept(run, spec)
     rng = np.random.default_rng(seed)
+    profiles, profile_notes = _profiles(run)
     out = []
     for prompt_set in run.prompt_sets:
         num = level_stats(run.summary, spec, prompt_set, inflation)
@@ -230,11 +257,62 @@ def explain_run(run: Run, *, seed: int = 0) -> list[SetExplanation]:
         found = [explain_level(c, curve.ratio[i], curve.se_log[i], curve.df[i], accept.get(c),
                                max_accept, spec_lines.get(c, []), plain_lines.get(c, []), rng)
                  for i, c in enumerate(levels)]
-        out.append(SetExplanation(prompt_set, spec, found, _notes(found, intervals)))
+        level_profiles = _level_profiles(profiles, spec, prompt_set, found)
+        notes = _notes(found, intervals) + _profile_notes(level_profiles) + profile_notes
+        out.append(SetExplanation(prompt_set, spec, found, notes, level_profiles))
     if not out:
         raise ExplainError(f"{run.path} has no level where both {spec} and baseline were "
                            "measured; measure both at the same --concurrency levels")
     return out
+
+
+def _profiles(run: Run) -> tuple[dict[tuple[str, str, int], PointProfile], list[str]]:
+    """The run's step profiles by (configuration, prompt set, level), and a note for files that
+    cannot be read (a report never fails for want of them)."""
+    try:
+        found = read_profiles(run.path)
+    except TraceError as exc:
+        return {}, [str(exc)]
+    return {(p.mode, p.prompt_set, p.concurrency): p for p in found}, []
+
+
+def _level_profiles(profiles: Mapping[tuple[str, str, int], PointProfile], spec: str,
+                    prompt_set: str, levels: Sequence[LevelExplanation]) -> list[LevelProfile]:
+    log_ratio = {lv.concurrency: lv.step_ratio for lv in levels}
+    chosen = sorted({c for mode, name, c in profiles
+                     if name == prompt_set and mode in (spec, BASELINE)})
+    return [LevelProfile(c, profiles.get((spec, prompt_set, c)),
+                         profiles.get((BASELINE, prompt_set, c)), log_ratio.get(c))
+            for c in chosen]
+
+
+def _profile_notes(levels: Sequence[LevelProfile]) -> list[str]:
+    out = []
+    for lv in levels:
+        for profile in (p for p in (lv.spec, lv.plain) if p is not None):
+            if profile.error:
+                out.append(f"no step profile of {profile.mode} at c={lv.concurrency}: "
+                           f"{profile.error}")
+            expected = profile.ranks_expected or 0
+            if profile.ranks and len(profile.ranks) < expected:
+                out.append(f"the step profile of {profile.mode} at c={lv.concurrency} has "
+                           f"{len(profile.ranks)} of its {expected} ranks' traces: the slowest "
+                           "rank may be among those missing")
+    return out
+
+
+def profile_words(lv: LevelProfile) -> str | None:
+    """The profile's step ratio beside the logs' at one level; None where either server's
+    profile is missing."""
+    ratio = lv.step_ratio
+    if ratio is None or lv.spec is None or lv.plain is None:
+        return None
+    assert lv.spec.step is not None and lv.plain.step is not None
+    logs = (f"the logs give {lv.log_step_ratio:.2f}" if lv.log_step_ratio is not None
+            else "the logs give no step ratio there")
+    return (f"c={lv.concurrency}: SGLang's profiler puts a speculative step at {ratio:.2f}x a "
+            f"plain one ({lv.spec.step.step_ms:.2f} against {lv.plain.step.step_ms:.2f} ms, "
+            f"the slowest of {len(lv.spec.ranks)} and {len(lv.plain.ranks)} rank(s)); {logs}.")
 
 
 def _notes(levels: Sequence[LevelExplanation], log_intervals: set[int]) -> list[str]:
@@ -300,6 +378,13 @@ def to_json(sets: Sequence[SetExplanation]) -> dict[str, Any]:
                 "levels": [{**asdict(lv), "step_term": lv.step_term, "words": level_words(lv)}
                            for lv in s.levels],
                 "notes": s.notes,
+                "profiles": [{"concurrency": lv.concurrency,
+                              "step_ratio": lv.step_ratio,
+                              "log_step_ratio": lv.log_step_ratio,
+                              "words": profile_words(lv),
+                              s.speculative: lv.spec.to_json() if lv.spec else None,
+                              BASELINE: lv.plain.to_json() if lv.plain else None}
+                             for lv in s.profiles],
             }
             for s in sets
         },

@@ -14,11 +14,14 @@ from rich.table import Table
 from specbench.analysis.explain import (
     ExplainError,
     LevelExplanation,
+    LevelProfile,
     SetExplanation,
     explain_run,
     level_words,
     lowest_level_sentence,
+    profile_words,
 )
+from specbench.analysis.kernels import KINDS, PointProfile
 from specbench.report.blocks import Block, Bullets, Heading, Para, plain, table
 from specbench.results import Run
 
@@ -28,6 +31,16 @@ LEGEND = ("accept = tokens per verify; step ratio = a speculative decode step ov
           "the same running batch (steady decode log lines); E3/base = accept / step ratio x "
           "rest, rest = prefill, admission and the frontend; break-even accept = the tokens per "
           "verify at which EAGLE-3 would tie the plain server there; 95% intervals in brackets")
+
+
+PROFILE_HEADERS = ("c", "server", "ranks", "step ms", "draft", "verify attn", "decode attn",
+                   "prefill", "GEMM", "comm", "other", "unknown", "host idle")
+PROFILE_LEGEND = ("SGLang's profiler at the levels of --profile-steps: ms per decode step on the "
+                  "slowest rank (the step every rank runs at; the ranks' own steps in brackets), "
+                  "by kind of GPU time; draft = the draft model's forwards, prefill = the prefill "
+                  "forwards that ran among the profiled steps (not in the step), host idle = no "
+                  "kernel running; unknown kernels are named below")
+UNKNOWN_NAMED = 5  # unknown kernel names shown per profile
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -56,6 +69,35 @@ def _cells(lv: LevelExplanation) -> list[str]:
         _with_interval(lv.break_even_accept, lv.break_even_interval),
         lv.largest or "–",
     ]
+
+
+def _profile_cells(c: int, profile: PointProfile) -> list[str]:
+    step = profile.step
+    if step is None:
+        return [str(c), profile.mode, "0", *["–"] * (len(PROFILE_HEADERS) - 3)]
+    steps = sorted(split.step_ms for split in profile.ranks.values())
+    ranks = str(len(steps)) + (f" [{steps[0]:.2f}–{steps[-1]:.2f}]" if len(steps) > 1 else "")
+    return [str(c), profile.mode, ranks, f"{step.step_ms:.2f}",
+            *(f"{step.kinds_ms.get(kind, 0.0):.2f}" for kind in KINDS)]
+
+
+def _profile_rows(s: SetExplanation) -> list[list[str]]:
+    return [_profile_cells(lv.concurrency, p) for lv in s.profiles
+            for p in (lv.spec, lv.plain) if p is not None]
+
+
+def _profile_lines(levels: Sequence[LevelProfile]) -> list[str]:
+    """The profile's step ratio beside the logs' per level, and the unknown kernels by name."""
+    out = [w for w in (profile_words(lv) for lv in levels) if w is not None]
+    for lv in levels:
+        for p in (lv.spec, lv.plain):
+            unknown = p.unknown_ms if p is not None else {}
+            if p is not None and unknown:
+                named = ", ".join(f"{name} {ms:.3f} ms"
+                                  for name, ms in list(unknown.items())[:UNKNOWN_NAMED])
+                out.append(f"unknown kernels, {p.mode} c={lv.concurrency} (a step, all ranks): "
+                           f"{named}")
+    return out
 
 
 def _words(s: SetExplanation) -> list[str]:
@@ -88,8 +130,23 @@ def render_terminal(sets: Sequence[SetExplanation], console: Console) -> None:
         console.print(f"  {LEGEND}", highlight=False)
         for line in _words(s):
             console.print(f"  {line}", highlight=False)
+        if s.profiles:
+            _render_profiles(s, console)
         for note in s.notes:
             console.print(f"  [yellow]note:[/] {note}")
+
+
+def _render_profiles(s: SetExplanation, console: Console) -> None:
+    grid = Table(title=f"{s.prompt_set}: a step by kind of GPU time (SGLang's profiler)",
+                 title_justify="left")
+    for header in PROFILE_HEADERS:
+        grid.add_column(header.replace(" ", "\n", 1), justify="right", no_wrap=True)
+    for row in _profile_rows(s):
+        grid.add_row(*row)
+    console.print(grid)
+    console.print(f"  {PROFILE_LEGEND}", highlight=False)
+    for line in _profile_lines(s.profiles):
+        console.print(f"  {line}", highlight=False, markup=False)
 
 
 def why_blocks(run: Run) -> list[Block]:
@@ -110,4 +167,10 @@ def why_blocks(run: Run) -> list[Block]:
         items = _words(s) + [f"note: {n}" for n in s.notes]
         if items:
             out.append(Bullets(tuple(plain(i) for i in items)))
+        if s.profiles:
+            out.append(table(PROFILE_HEADERS, _profile_rows(s)))
+            out.append(Para(plain(PROFILE_LEGEND)))
+            lines = _profile_lines(s.profiles)
+            if lines:
+                out.append(Bullets(tuple(plain(i) for i in lines)))
     return out

@@ -27,7 +27,7 @@ from rich.console import Console
 from specbench import configurations, metrics, prompts, results
 from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
 from specbench.configurations import Schedule, ServerConfiguration
-from specbench.engines import Engine, Server
+from specbench.engines import Engine, Server, profiler
 from specbench.engines.base import server_log
 from specbench.errors import UserError
 from specbench.goodput import Slo
@@ -555,7 +555,9 @@ class Sweep:
                 )
             spec = dataclasses.replace(self._point_spec(key, server), live=live)
             log_from = log_size(server.log_path)
-            result = run_load(spec, self.cfg.load.client_procs)
+            with profiler.during_point(self.cfg.profile_steps, key, server, self.run_dir, spec,
+                                       self.console.print):
+                result = run_load(spec, self.cfg.load.client_procs)
             switches = switches_since(server.log_path, log_from)
             held_gpu_s = earlier_gpu_s + self._gpu_s(started, server)
             alive = not result.server_gone and server.alive()

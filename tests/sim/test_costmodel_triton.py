@@ -13,7 +13,6 @@ import dataclasses
 import lzma
 import re
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -214,11 +213,10 @@ def test_an_extend_over_a_cached_prefix_costs_a_verify_over_it(profile) -> None:
 
 
 def _fit_profile() -> Any:
-    """benchmarks/gpu/fit_profile.py, a script beside its fit_frontend.py (not a package)."""
-    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
-    import fit_profile  # type: ignore[import-not-found]
+    """The fit of the step-time model to SGLang's logs (tests/fit_steps.py)."""
+    from tests import fit_steps
 
-    return fit_profile
+    return fit_steps
 
 
 def test_the_fit_reads_each_requests_whole_context_not_the_shared_pool() -> None:
