@@ -213,7 +213,7 @@ def resolve(
 
 
 def auto_plan(cfg: SweepConfig, grid_given: bool) -> Literal["auto", "dense", "adaptive"]:
-    """What `--plan auto` runs. Adaptive (benchmarks/README.md, adaptive_plan.py: 42% of the
+    """What `--plan auto` runs. Adaptive (lab/notes/benchmarks.md, adaptive_plan.py: 42% of the
     dense grid's GPU-seconds for the same decisions) where it can run: the default grid
     (levels someone listed are measured), one server at a time, a decision's two servers in
     the modes and no tuned server (its schedule needs every K at every level). For real SGLang

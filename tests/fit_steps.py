@@ -1,7 +1,7 @@
 """The simulator's step-time model fitted to the step times a real SGLang server logged.
 
 The tests that hold a bundled profile (specbench/sim/profiles) to the committed real runs it
-was fitted to read those runs here, and the lab's fit script (benchmarks/gpu/fit_profile.py,
+was fitted to read those runs here, and the lab's fit script (lab/gpu/fit_profile.py,
 which writes a profile's fitted values and prints the tables) fits with it. SGLang's log lines
 themselves are the package's (:mod:`specbench.analysis.steps`).
 

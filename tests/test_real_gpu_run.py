@@ -272,10 +272,10 @@ def test_the_default_lengths_run_is_the_workload_its_script_writes(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """The real run at the default profile's output lengths (issue 37) sent the prompt file
-    `benchmarks/gpu/default_lengths.py` writes: the script, run again here, writes the file the
+    `lab/gpu/default_lengths.py` writes: the script, run again here, writes the file the
     manifest hashed, and the report read again puts c* where the run's notes say (24.4)."""
     manifest = json.loads((DEFLEN / "manifest.json").read_text())
-    script = RUNS.parents[1] / "benchmarks" / "gpu" / "default_lengths.py"
+    script = RUNS.parents[1] / "lab" / "gpu" / "default_lengths.py"
     done = subprocess.run([sys.executable, str(script), "coding", "llama-3.1-8b-1xh200"],
                           capture_output=True, check=True, cwd=RUNS.parents[1])
     assert hashlib.sha256(done.stdout).hexdigest() == \
@@ -300,7 +300,7 @@ def test_one_step_at_a_time_the_flashinfer_prefill_forwards_cost_no_overhead() -
     the simulator's GEMMs and extend alone, on the plain server and EAGLE-3 alike, so both
     prefill overheads fit to 0 where the 40-step intervals of the H200 run read 14.5 ms and
     1.32 ms per running request."""
-    script = RUNS.parents[1] / "benchmarks" / "gpu" / "fit_profile.py"
+    script = RUNS.parents[1] / "lab" / "gpu" / "fit_profile.py"
     done = subprocess.run(
         [sys.executable, str(script), str(FLASHINFER), "--prompt-set", "coding",
          "--keep-frontend", "--profile", "llama-3.1-8b-1xh200-flashinfer",

@@ -18,7 +18,7 @@ K, ``eagle3-k<K>``) and ``zero-step`` as K = 0:
   launches an adaptive server at its largest K and runs every other K from a runtime state built
   after the launch's, and on SGLang 0.5.17 such a state's steps took 23-43% longer than a static
   server's at the same K and tokens per verify (an H100, one step a log line, 1-64 running:
-  results/gpu/README.md, the `-launch-k` run), while neighbouring K differed by 1-14% there.
+  lab/notes/gpu-runs.md, the `-launch-k` run), while neighbouring K differed by 1-14% there.
   Zero-step's curve is measured on such a server (launched at K, run at 0), so it carries that
   cost; the static curves of other K do not. The K kept is the one whose schedule (it, or
   zero-step where that is faster) has the best geometric mean over the levels of the fastest

@@ -32,7 +32,7 @@ from specbench.results.store import atomic_write
 # every other candidate K, 0 included, which that share does not count: 2.4-3.3 GB each at 128
 # graph rows for the constructed 8B pair on an H100. The headroom held one more candidate (the
 # dynamic server, K and 0, started on both cards); SGLang 0.5.17's default adaptive server
-# (candidates 0, 1, 3, 7) ran out of memory capturing its third (results/gpu/README.md).
+# (candidates 0, 1, 3, 7) ran out of memory capturing its third (lab/notes/gpu-runs.md).
 SGLANG_RESERVE_GIB = 13.5
 CANDIDATE_GRAPHS_GIB_PER_128_ROWS = 3.5
 

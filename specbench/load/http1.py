@@ -4,7 +4,7 @@ The measured hot path is one network read of one stream chunk. Through aiohttp t
 a transport callback, a stream-reader buffer, a future and a task wake-up; here it is one
 ``data_received`` call that notes the arrival time, strips the chunked framing and appends the
 body bytes. The user's coroutine sleeps until the whole response has arrived
-(benchmarks/README.md, ``client_cost.py``, has the CPU per token this costs).
+(lab/notes/benchmarks.md, ``client_cost.py``, has the CPU per token this costs).
 
 What it speaks: ``POST`` with a ready-made body; responses with ``Transfer-Encoding: chunked``
 (what SGLang's and the simulator's streams use), ``Content-Length``, or a body that ends when
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 # asyncio's socket transport reads with recv(256 KiB). Above glibc's mmap threshold (128 KiB)
 # every read then costs mmap + mremap + munmap and a page fault, more than the rest of the hot
-# path (benchmarks/README.md); stream chunks are far smaller, so reads of 64 KiB lose nothing.
+# path (lab/notes/benchmarks.md); stream chunks are far smaller, so reads of 64 KiB lose nothing.
 READ_SIZE = 64 * 1024
 _HEAD_MAX_BYTES = 64 * 1024
 

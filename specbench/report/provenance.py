@@ -4,7 +4,7 @@ servers' /server_info), or the simulator's profile.
 
 The attention backend moves the answer more than anything else a user does not see: the same
 8B pair on the same H200 crossed over at c* = 6.3 with Triton attention and at 18 with
-FlashInfer (results/gpu/README.md). A report that does not name it is not an answer.
+FlashInfer (lab/notes/gpu-runs.md). A report that does not name it is not an answer.
 """
 
 from __future__ import annotations

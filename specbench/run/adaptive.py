@@ -21,7 +21,7 @@ zero-step path), so the plan bisects each one on its own pair:
    costs more than a point).
 
 Every point has the dense grid's window: a longer one at the levels a crossing is read from
-measured other prompts and moved c* (benchmarks/README.md). The levels placed are recorded per
+measured other prompts and moved c* (lab/notes/benchmarks.md). The levels placed are recorded per
 server and prompt set in the manifest (`refined`), so `--resume` measures the same ones. The dynamic
 and tuned servers then follow from the thresholds as in a dense run, at every level placed
 for their prompt set.

@@ -16,7 +16,7 @@ progress ends. The limit is SGLang's output loop: it hands the event loop back a
 ``--batch-notify-size`` streams it wakes (16 by default), so the waiting requests and the
 outputs take turns, and first tokens come out in groups of about that size. The tokens were made
 on time and reach the client late, together; that is what SGLang 0.5.17 showed under bursts of
-agentic requests (benchmarks/README.md, "Simulator against the real H200"), whose chat adapter
+agentic requests (lab/notes/benchmarks.md, "Simulator against the real H200"), whose chat adapter
 renders and tokenizes on the event loop (0.5.23 moved that work to a worker thread).
 
 Requests waiting here are not the scheduler's: they count in neither ``#queue-req`` nor

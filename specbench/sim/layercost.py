@@ -92,7 +92,7 @@ class AttentionModel:
     # The verify kernel splits each request's KV over the SMs while the batch holds at most this
     # many requests, so no request's walk bounds it then (0: it never does, the walk always
     # adds). FlashInfer's: 16, where 8 KV heads a request give 128 blocks for 132 SMs
-    # (results/gpu/README.md: its attention kernel costs 2.9 decodes at 16, 4.3-4.8 from 32).
+    # (lab/notes/gpu-runs.md: its attention kernel costs 2.9 decodes at 16, 4.3-4.8 from 32).
     verify_split_max_batch: int = 0
 
     def decode_ms(

@@ -62,7 +62,7 @@ class Overheads:
     o_prefill_ms: float = 0.0
     # Per extend forward of a speculative server, per request already decoding: what EAGLE-3's
     # prefill forwards cost beyond the plain server's (SGLang 0.5.17 + Triton, one step at a
-    # time: ~0.04 ms; benchmarks/gpu/fit_profile.py, step 3). 0 = none.
+    # time: ~0.04 ms; lab/gpu/fit_profile.py, step 3). 0 = none.
     o_spec_prefill_per_running_req_ms: float = 0.0
     # The per-request walk is the step's tail, so the batch's longest request sets it while its
     # blocks are most of the GPU's work; with more requests the others fill the GPU meanwhile.
@@ -72,9 +72,9 @@ class Overheads:
     # What a running request's read of a prefix block that another running request also holds
     # costs, against a first read: 1 = every request's whole context at the attention's
     # bandwidth. Agentic requests share long prefixes; an H100's one-step lines put it at
-    # 0.3-0.5 (benchmarks/gpu/shared_prefix_reads.py). The walk is unchanged. No bundled
+    # 0.3-0.5 (lab/gpu/shared_prefix_reads.py). The walk is unchanged. No bundled
     # profile sets it: at 0.4 the FlashInfer profile's held-out agentic tok/s went from 15 to
-    # 13 of 18 levels within 15% (benchmarks/README.md, "The mechanism from the logs").
+    # 13 of 18 levels within 15% (lab/notes/benchmarks.md, "The mechanism from the logs").
     shared_read_fraction: float = 1.0
 
 
@@ -138,7 +138,7 @@ class Workload:
     prompt_chars_per_token: float = 4.0
     prompt_renders_tools: bool = True
     prompt_tokens_per_piece: float = 0.0
-    # A draft whose hits do not depend on the prompt (benchmarks/gpu/constructed_draft_hits.py):
+    # A draft whose hits do not depend on the prompt (lab/gpu/constructed_draft_hits.py):
     # bit k (hex, most significant bit first) is 1 where its proposal for output token k+1 is
     # right, the same for every request. Empty: each request draws its own hits with alpha.
     draft_hits_hex: str = ""
@@ -286,7 +286,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
     if any(ch not in "0123456789abcdefABCDEF" for ch in hits):
         raise ProfileError(
             f"sim profile {path}: [acceptance] draft_hits_hex is not hexadecimal; regenerate it "
-            "with benchmarks/gpu/constructed_draft_hits.py"
+            "with lab/gpu/constructed_draft_hits.py"
         )
     workload = replace(workload, draft_hits_hex=hits)
     frontend = _build(Frontend, _optional_section(data, "frontend", path), "frontend", path)

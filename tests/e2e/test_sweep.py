@@ -134,7 +134,7 @@ def test_a_given_schedule_is_measured_as_the_tuned_server(tmp_path: Path, port: 
 
 
 def test_dropped_points_are_measured_again_on_resume(tmp_path: Path, port: int) -> None:
-    # benchmarks/gpu/drop_points.py (issue 40's tuned agentic server measured again): the tuned
+    # lab/gpu/drop_points.py (issue 40's tuned agentic server measured again): the tuned
     # points of one set and its schedule go, the old server's log stays under a new name, and
     # `--resume` measures them again with the schedule chosen again.
     import subprocess
@@ -144,7 +144,7 @@ def test_dropped_points_are_measured_again_on_resume(tmp_path: Path, port: int) 
                      "--prompts", "coding", "--concurrency", "1,16")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "res" / "run"
-    script = Path(__file__).parents[2] / "benchmarks" / "gpu" / "drop_points.py"
+    script = Path(__file__).parents[2] / "lab" / "gpu" / "drop_points.py"
     dropped = subprocess.run([sys.executable, str(script), str(run_dir), "tuned", "coding",
                               "--keep-log-as", "first"], capture_output=True, text=True)
     assert dropped.returncode == 0, dropped.stderr

@@ -8,7 +8,7 @@ and 64 in both modes and at c = 250 with EAGLE-3 (its parser under the heaviest 
 and the baseline at c = 250 run on the default protocol only (:data:`CASES`).
 
 The simulator runs 4x faster than real time: fast enough for CI, slow enough that on a shared
-2-core machine the client keeps up with the simulator's steps (benchmarks/README.md). At
+2-core machine the client keeps up with the simulator's steps (lab/notes/benchmarks.md). At
 c = 250 it runs 2x: at 4x the simulator itself falls behind on three forwards in four there,
 and the two processes competing for two cores moved the window's count by up to 2.6%
 (median 0.5%) against the simulator's stamps; at 2x, 0.06% at most over five runs.

@@ -92,7 +92,7 @@ def test_zero_step_costs_more_than_plain_decode_and_less_than_drafting(profile) 
     assert plain < zero_skip < zero < full
     # SGLang's zero-step tax: a one-token verify + draft extend over a plain decode. The real
     # H200 FlashInfer server's steady zero-step steps (draft extend skipped) took 1.49-1.62
-    # times the plain server's at 16-128 running (benchmarks/README.md, the fitted lines).
+    # times the plain server's at 16-128 running (lab/notes/benchmarks.md, the fitted lines).
     assert 1.02 < zero / plain < 1.65
 
 

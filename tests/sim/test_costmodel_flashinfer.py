@@ -52,7 +52,7 @@ def test_the_profile_holds_its_fit_to_the_coding_points(capsys: pytest.CaptureFi
 
 def test_the_k_plus_one_verify_pays_kappa_and_the_one_token_verify_a_one_row_prefills() -> None:
     """On FlashInfer EAGLE-3's verify reads KV ~4x per token (fitted as Triton, padded rows,
-    EAGLE-3 at 32-128 running was 31-43% above the model: benchmarks/README.md); zero-step's
+    EAGLE-3 at 32-128 running was 31-43% above the model: lab/notes/benchmarks.md); zero-step's
     one-token verify, a one-row prefill kernel, reads it as the H100's kernel profiles measured
     against the plain decode's at the same load."""
     profile = load_profile("llama-3.1-8b-1xh200-flashinfer")
@@ -75,7 +75,7 @@ def test_the_k_plus_one_verify_pays_kappa_and_the_one_token_verify_a_one_row_pre
 
 
 def test_the_verify_walks_one_request_only_above_the_split_batch() -> None:
-    """The H100 profile of the verify's kernel (results/gpu/README.md): 2.9 decodes' attention at
+    """The H100 profile of the verify's kernel (lab/notes/gpu-runs.md): 2.9 decodes' attention at
     16 running, 4.3-4.8 at 32-64. The model: kappa decodes while the kernel splits KV, one
     request's walk growing in from 16 to 32 running on top."""
     profile = load_profile("llama-3.1-8b-1xh200-flashinfer")

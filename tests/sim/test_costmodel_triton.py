@@ -1,7 +1,7 @@
 """The Triton-attention H200 profile against step times SGLang 0.5.17 logged on a real H200.
 
-The profile was fitted by benchmarks/gpu/fit_profile.py to the run
-results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3 (benchmarks/README.md, "Simulator against the
+The profile was fitted by lab/gpu/fit_profile.py to the run
+results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3 (lab/notes/benchmarks.md, "Simulator against the
 real H200 (Triton attention)"). The mechanism it encodes: SGLang's Triton backend verifies
 through its extend kernel, whose attention costs ~12x a decode's per KV token whatever the row
 count, so EAGLE-3's step grows with batch x context and stops paying past ~32 users.
@@ -160,7 +160,7 @@ def test_prompt_tokens_are_counted_like_the_real_server(profile) -> None:
 
 
 # c=1 requests of the real run with the prefill SGLang logged for them (new, cached tokens) and
-# their time to first token (benchmarks/gpu/fit_frontend.py's table, baseline server).
+# their time to first token (lab/gpu/fit_frontend.py's table, baseline server).
 REAL_FIRST_TOKENS = (
     ("coding/module-021", 117, (112, 5), 30.3),
     ("agentic/explore_question-020@16", 4081, (4033, 48), 163.7),

@@ -6,7 +6,7 @@ request at a "natural" length (log-normal around the workload's mean, 380 tokens
 A real run with this file's caps has the output lengths of a simulated run without EOS, so the
 two answer the same workload (issue 37: the default sweep's c* against a real server's).
 
-    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
+    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
 
 With `--equal`, every cap is the mean of those draws instead: the same mean output length,
 but requests that start together end together (what benchmark clients that cap every request

@@ -1,10 +1,10 @@
 """Make a run directory brought back from a GPU machine small enough to commit and to travel.
 
-Usage: python benchmarks/gpu/keep_run.py RUN_DIR [RUN_DIR ...]
+Usage: python lab/gpu/keep_run.py RUN_DIR [RUN_DIR ...]
 
 In place: every parquet file rewritten with zstd compression, server logs xz-compressed
 (`servers/*.log` -> `*.log.xz`), the figures and report.html removed (`specbench report RUN_DIR`
-writes them again). results/gpu/README.md says why: a device call carries 64 MiB, the SGLang
+writes them again). lab/notes/gpu-runs.md says why: a device call carries 64 MiB, the SGLang
 bundle 55 of them.
 """
 

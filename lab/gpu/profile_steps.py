@@ -6,9 +6,9 @@ trace) and `specbench explain` shows it. This script is the same beside a sweep 
 started without the option, or for traces taken by hand:
 
   # beside a sweep whose server listens on --port:
-  python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels 16,32,64 --out DIR \
+  python3 lab/gpu/profile_steps.py watch --port 30000 --levels 16,32,64 --out DIR \
       --until-pid PID
-  python3 benchmarks/gpu/profile_steps.py summarize DIR   # the table; writes DIR/steps.json
+  python3 lab/gpu/profile_steps.py summarize DIR   # the table; writes DIR/steps.json
 
 `watch` polls /metrics; once a server (named by /server_info: baseline, eagle3, zero-step) has held
 between --min-frac c (0.9) and c running requests for --stable-s, it POSTs /start_profile with

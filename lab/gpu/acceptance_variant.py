@@ -6,12 +6,12 @@ fitted to, so the profile should predict it with nothing but its ``[acceptance]`
 per-token alpha and the draft-hit sequence of the new pair. This writes that profile (every other
 line kept, the name and ground truth saying what it is):
 
-    python3 benchmarks/gpu/acceptance_variant.py llama-3.1-8b-1xh200-flashinfer 0.5 \
-        benchmarks/gpu/draft_hits_q0.5.txt > /tmp/fi-q0.5.toml
+    python3 lab/gpu/acceptance_variant.py llama-3.1-8b-1xh200-flashinfer 0.5 \
+        lab/gpu/draft_hits_q0.5.txt > /tmp/fi-q0.5.toml
 
 The hits file is what ``constructed_draft_hits.py TOKENIZER --q 0.5`` prints (it needs torch;
 draft_hits_q0.5.txt is its output for the kit's tokenizer, committed so that this needs none).
-benchmarks/README.md ("the second acceptance") runs the variant against the real Q = 0.5 run.
+lab/notes/benchmarks.md ("the second acceptance") runs the variant against the real Q = 0.5 run.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Do a run's c* and T intervals hold what a second launch of its servers estimates?
 
-Usage: python benchmarks/gpu/launch_check.py RUN_DIR RELAUNCH_DIR
+Usage: python lab/gpu/launch_check.py RUN_DIR RELAUNCH_DIR
 
 The second launch's estimate is the run's own analysis with every point the relaunch measured
 put in place of the first launch's (same configuration, prompt set and level); the other points

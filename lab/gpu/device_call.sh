@@ -6,7 +6,7 @@
 # ignored .gpu/ folder holding the bundle from the kit's build-bundle.sh, the kit's
 # build_constructed_models.py and tokenizer/, and runs.tar.xz / kernel-cache.tar.xz brought
 # back by an earlier call):
-#   WAIT_S=540 bash benchmarks/gpu/device_call.sh .gpu
+#   WAIT_S=540 bash lab/gpu/device_call.sh .gpu
 # A call carries 64 MiB: the bundle (55 MB), the kit (2 MB, 0.3 MB with tokenizer.json xz'd), the
 # tracked files without results/ (4.8 MB) and a runs.tar.xz (2-8 MB) just fit; results/ (54 MB)
 # must be out of the checkout while a call that carries the bundle is sent (move it aside and
@@ -37,14 +37,14 @@ log=/tmp/session.log
 profiled() {  # RUN_DIR MODES LEVELS [sweep options]: a kernel profile per server and level
   local run=$1 modes=$2 levels=$3  # the prompt set: PROMPTS (default coding)
   shift 3
-  bash benchmarks/gpu/h200_sweep.sh "$run" /tmp/models/target /tmp/models/draft --plan dense \
+  bash lab/gpu/h200_sweep.sh "$run" /tmp/models/target /tmp/models/draft --plan dense \
     --warmup-s 2 --window-s 12 --modes "$modes" --prompts "${PROMPTS:-coding}" \
     --concurrency "$levels" "$@" &
   local sweep=$! prof=/tmp/prof-$(basename "$run")
-  python3 benchmarks/gpu/profile_steps.py watch --port 30000 --levels "$levels" \
+  python3 lab/gpu/profile_steps.py watch --port 30000 --levels "$levels" \
     --modes "$modes" --out "$prof" --until-pid $sweep --min-frac "${MIN_FRAC:-0.9}"
   wait $sweep
-  python3 benchmarks/gpu/profile_steps.py summarize "$prof" | tee "$run/profile-steps.txt"
+  python3 lab/gpu/profile_steps.py summarize "$prof" | tee "$run/profile-steps.txt"
   cp "$prof/steps.json" "$run/profile-steps.json"
 }
 
@@ -61,7 +61,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
   # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps, fiprof, nograph,
   # tune (84 of 84 points; the tuned agentic server again with one drafting K, its old points
-  # dropped by benchmarks/gpu/drop_points.py), zprof, launchk, zprofa (H100). Left: zsteps
+  # dropped by lab/gpu/drop_points.py), zprof, launchk, zprofa (H100). Left: zsteps
   # (H100). The steps run in the order written here, whatever the order in STEPS.
   local default_steps="straddle ends"
   [[ $card == h200 ]] && default_steps="straddle ends"
@@ -69,14 +69,14 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   # 0. The tuned schedule (issue 40): EAGLE-3 at K = 1, 2, 3, 5, zero-step, SGLang's default
   #    adaptive server and the tuned one, both sets x 6 levels: 84 points, 47.6 GPU-min by
   #    `--dry-run`, so it resumes across calls and sessions. The baseline is the main run's.
-  [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash benchmarks/gpu/h200_sweep.sh \
+  [[ $steps == *" tune "* ]] && SPECBENCH_COMMAND=tune bash lab/gpu/h200_sweep.sh \
     "$R/$N-tune" "${M[@]}" "${common[@]}" \
     --modes eagle3,eagle3-k1,eagle3-k2,eagle3-k5,zero-step,sglang-default,tuned
   # 1. The main run: 4 configurations x 2 sets x 6 levels (resumed where a lost machine left it).
-  [[ $steps == *" main "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
+  [[ $steps == *" main "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,zero-step,dynamic
   # 2. A second launch of each speculative configuration around c* and T.
-  [[ $steps == *" relaunch "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-relaunch" "${M[@]}" "${common[@]}" \
+  [[ $steps == *" relaunch "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-relaunch" "${M[@]}" "${common[@]}" \
     --modes eagle3,zero-step --concurrency 16,32,64,128
   # 3. A second acceptance (issue 37): the same target, a draft with per-token acceptance 0.5.
   if [[ $steps == *" q0.5 "* ]]; then
@@ -85,39 +85,39 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
     tail -1 /tmp/build-q0.5.log
     sha256sum /tmp/models/target/model.safetensors /tmp/models-q0.5/target/model.safetensors
     MODELS_NOTE="${MODELS_NOTE/acceptance 0.7/acceptance 0.5}" \
-      bash benchmarks/gpu/h200_sweep.sh "$R/${N/q0.3/q0.5}" /tmp/models-q0.5/target \
+      bash lab/gpu/h200_sweep.sh "$R/${N/q0.3/q0.5}" /tmp/models-q0.5/target \
       /tmp/models-q0.5/draft --plan dense --warmup-s 2 --window-s 8 --modes eagle3 \
       --prompts coding --concurrency 1,16,64,128
   fi
   # 4. Open-loop arrivals (issue 38), coding, around the closed-loop c* (about 3.7 requests/s).
-  [[ $steps == *" arrivals "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-arrivals" "${M[@]}" "${common[@]}" \
+  [[ $steps == *" arrivals "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-arrivals" "${M[@]}" "${common[@]}" \
     --modes baseline,eagle3,dynamic --prompts coding --request-rates 2,3,4,6 \
     --slo ttft_ms=2000,tpot_ms=40
   # 5. The agentic E gap at 64/128 (issue 36): zero-step and the dynamic server launched again,
   #    the dynamic one at the main run's agentic T = 22, 12-s windows: 11 points, 12.8 GPU-min.
-  [[ $steps == *" agentic2 "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-agentic2" "${M[@]}" \
+  [[ $steps == *" agentic2 "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-agentic2" "${M[@]}" \
     --plan dense --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
     --modes zero-step,dynamic --threshold 22 --prompts agentic --concurrency 16,32,64,128
   # 6. The default's output lengths (issue 37): the coding set with each row's cap drawn from the
   #    default profile's length law (330 tokens on average against the rows' 939; the
   #    constructed models never stop early), baseline and EAGLE-3 around the default's c*.
   if [[ $steps == *" deflen "* ]]; then
-    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
-    bash benchmarks/gpu/h200_sweep.sh "$R/$N-deflen" "${M[@]}" --plan dense --warmup-s 2 \
+    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-deflen.jsonl
+    bash lab/gpu/h200_sweep.sh "$R/$N-deflen" "${M[@]}" --plan dense --warmup-s 2 \
       --window-s 8 --modes baseline,eagle3 --prompts /tmp/coding-deflen.jsonl \
       --concurrency 8,16,24,32,48,64
   fi
   # 7. One step at a time (issue 37): the prefill forwards' cost at load, which 40-step intervals
   #    over-read (fit_profile.py --steps-run); coding with the rows' own caps, so the deflen run
   #    stays held out.
-  [[ $steps == *" fisteps "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-steps" "${M[@]}" \
+  [[ $steps == *" fisteps "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-coding-steps" "${M[@]}" \
     --plan dense --warmup-s 2 --window-s 8 --modes baseline,eagle3 --prompts coding \
     --concurrency 4,16,32,64 --server-arg "--decode-log-interval 1"
   # 7b. EAGLE-3's verify without CUDA graphs (issue 37): under graphs FlashInfer's verify tiles
-  #     128 query rows for the 16 a request fills (benchmarks/README.md); without them the tile
+  #     128 query rows for the 16 a request fills (lab/notes/benchmarks.md); without them the tile
   #     fits the rows. If the concave growth of EAGLE-3's step from 16 to 64 running is the
   #     tile, these steps fall below the fisteps run's (same card, same requests).
-  [[ $steps == *" nograph "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-coding-steps-nograph" \
+  [[ $steps == *" nograph "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-coding-steps-nograph" \
     "${M[@]}" --plan dense --warmup-s 2 --window-s 8 --modes eagle3 --prompts coding \
     --concurrency 16,32,64 --server-arg "--decode-log-interval 1" --server-arg "--disable-cuda-graph"
   # 7c. Kernel time per step (issue 37): a torch profile of 20 steps of each server at each
@@ -136,7 +136,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
     baseline,zero-step 32,64,128 --skip-zero-step-draft-extend
   # 7f. The same two at agentic contexts one step a log line (issue 37): a profile's 20 steps
   #     there mix in long prefills (zprofa), the decode lines of one step each do not.
-  [[ $steps == *" zsteps "* ]] && bash benchmarks/gpu/h200_sweep.sh "$R/$N-agentic-steps" \
+  [[ $steps == *" zsteps "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-agentic-steps" \
     "${M[@]}" --plan dense --warmup-s 2 --window-s 8 --modes baseline,zero-step \
     --skip-zero-step-draft-extend --prompts agentic --concurrency 16,32,64,128 \
     --server-arg "--decode-log-interval 1"
@@ -155,7 +155,7 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
     local sets=(agentic) levels=(64,128)
     [[ $card == h200 ]] && sets=(coding agentic) levels=(64,128 16,32)
     for i in "${!sets[@]}"; do
-      bash benchmarks/gpu/h200_sweep.sh "$R/$N-straddle-${sets[$i]}" "${M[@]}" --plan dense \
+      bash lab/gpu/h200_sweep.sh "$R/$N-straddle-${sets[$i]}" "${M[@]}" --plan dense \
         --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
         --modes eagle3,zero-step,dynamic --prompts "${sets[$i]}" --concurrency "${levels[$i]}" \
         --server-arg "--decode-log-interval 1"
@@ -166,9 +166,9 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   #     mean; the constructed models never stop early, so the caps are the lengths.
   #     ENDS_MODES and ENDS_WINDOW_S narrow it to what a short device budget holds (one launch).
   if [[ $steps == *" ends "* ]]; then
-    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-staggered.jsonl
-    python3 benchmarks/gpu/default_lengths.py coding llama-3.1-8b-1xh200 --equal > /tmp/coding-equal.jsonl
-    bash benchmarks/gpu/h200_sweep.sh "$R/$N-ends" "${M[@]}" --plan dense --warmup-s 2 \
+    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-staggered.jsonl
+    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 --equal > /tmp/coding-equal.jsonl
+    bash lab/gpu/h200_sweep.sh "$R/$N-ends" "${M[@]}" --plan dense --warmup-s 2 \
       --window-s "${ENDS_WINDOW_S:-12}" --modes "${ENDS_MODES:-baseline,eagle3}" \
       --prompts /tmp/coding-equal.jsonl,/tmp/coding-staggered.jsonl \
       --concurrency 16,64

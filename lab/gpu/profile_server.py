@@ -1,6 +1,6 @@
 """Profile a real SGLang server while a sweep measures it: py-spy and every thread's CPU.
 
-Run it beside `benchmarks/gpu/h200_sweep.sh` on the GPU machine (Python with psutil, which the
+Run it beside `lab/gpu/h200_sweep.sh` on the GPU machine (Python with psutil, which the
 GPU image has; py-spy installed, e.g. from its wheel). It waits until the server answers
 /health, then records until SIGINT (or until the server is gone):
 

@@ -12,7 +12,7 @@ CPU generator, same order of draws) and prints that sequence for a profile's
 
 Needs torch and transformers (an environment with SGLang has both):
 
-    python benchmarks/gpu/constructed_draft_hits.py TOKENIZER_DIR [--q 0.3] [--seed 0]
+    python lab/gpu/constructed_draft_hits.py TOKENIZER_DIR [--q 0.3] [--seed 0]
         [--vocab 32000] [--positions 8192]
 """
 

@@ -1,7 +1,7 @@
 """Take one configuration's points of one prompt set out of a run, so `--resume` measures them
 again (and, for `tuned`, chooses the set's schedule again from the static curves).
 
-Usage: python3 benchmarks/gpu/drop_points.py RUN_DIR MODE PROMPT_SET [--keep-log-as SUFFIX]
+Usage: python3 lab/gpu/drop_points.py RUN_DIR MODE PROMPT_SET [--keep-log-as SUFFIX]
 
 Issue 40's tune run measured a tuned agentic server whose schedule held two drafting K; the
 analysis now keeps one (analysis/schedule.py), and the server is measured again with it. The

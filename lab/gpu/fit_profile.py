@@ -60,7 +60,7 @@ Everything else (GEMM rooflines, memory, acceptance) comes from the profile give
 values drift from the fit or miss the step times by more than ``--tolerance``.
 
     R=results/gpu/h200-sglang-0.5.17-llama8b-shape-q0.3
-    python3 benchmarks/gpu/fit_profile.py $R --steps-run $R-agentic-steps \\
+    python3 lab/gpu/fit_profile.py $R --steps-run $R-agentic-steps \\
         --steps-run $R-coding-steps --steps-run $R-agentic-c4 --steps-run $R-coding-small \\
         --check specbench/sim/profiles/llama-3.1-8b-1xh200-triton.toml
 

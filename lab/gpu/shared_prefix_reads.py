@@ -2,7 +2,7 @@
 
 The simulator charged every running request's whole context at the attention's bandwidth.
 Agentic requests share long prefixes, which SGLang's KV pool holds once (its log's ``#token``);
-the real plain step where much is shared is far under the model (results/gpu/README.md, the
+the real plain step where much is shared is far under the model (lab/notes/gpu-runs.md, the
 `-agentic-steps` run). Two readings of the plain server's one-step log lines of an H100's coding
 and agentic runs:
 
@@ -16,7 +16,7 @@ and agentic runs:
    agentic real / model per running count, over the card's factor (coding real / model at
    16-64 running, where nothing is shared); 1.00 is the model right up to the card.
 
-  python3 benchmarks/gpu/shared_prefix_reads.py [RUN_PREFIX]
+  python3 lab/gpu/shared_prefix_reads.py [RUN_PREFIX]
 """
 
 from __future__ import annotations

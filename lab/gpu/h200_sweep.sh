@@ -2,7 +2,7 @@
 # A real-GPU sweep launched by specbench, resumable across sessions that start bare.
 #
 # Usage (where `python3 -c "import sglang"` works and one GPU is free):
-#   benchmarks/gpu/h200_sweep.sh RUN_DIR TARGET_DIR DRAFT_DIR [extra `specbench sweep` options]
+#   lab/gpu/h200_sweep.sh RUN_DIR TARGET_DIR DRAFT_DIR [extra `specbench sweep` options]
 #
 # - RUN_DIR: a new run is started there; a run directory already there is resumed (`--resume`),
 #   so a machine that is taken back mid-sweep loses at most the point in progress.
