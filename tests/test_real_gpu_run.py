@@ -455,3 +455,22 @@ def test_a_crossing_read_off_a_chord_holds_a_second_launchs_finer_one() -> None:
     sampling_low, sampling_high = coding["sampling_interval"]
     assert not sampling_low <= 28.7 <= sampling_high
     assert low <= 28.7 <= high
+
+
+def test_explain_reads_the_resumed_triton_run_and_names_the_speculative_step(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The first real run resumed across launches lost mid-point: its logs hold a flush more per
+    # lost launch than its points have attempts. Each launch's last flush is then the lost
+    # attempt, and the rest line up with the points.
+    run = tmp_path_factory.mktemp("triton") / "run"
+    shutil.copytree(RUN, run)
+    proc = run_cli(["explain", str(run)], cwd=run.parent, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    coding = json.loads((run / "explain.json").read_text())["prompt_sets"]["coding"]
+    by_c = {level["concurrency"]: level for level in coding["levels"]}
+    # Triton's verify: the speculative step costs 1.9x a plain one at batch 1 and grows with
+    # the batch, and it is the largest term wherever the 40-step lines have steady decodes.
+    assert [by_c[c]["largest"] for c in (1, 4, 16, 32)] == ["step"] * 4
+    ratios = [by_c[c]["step_ratio"] for c in (1, 4, 16, 32)]
+    assert ratios == sorted(ratios) and 1.5 < ratios[0] < 2.2 and ratios[-1] > 4.0
+    assert "verify" in by_c[16]["words"]

@@ -116,6 +116,30 @@ def server_logs(servers_dir: Path, log_name: str) -> list[Path]:
     return [found[n] for n in sorted(found)]
 
 
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def _launch_segments(logs: list[list[str]]) -> list[list[list[str]]]:
+    """Each launch's lines after each cache flush, launches in the order they ran: by the first
+    timestamp a log holds (SGLang stamps its lines), else in the order the names give."""
+    def started(lines: list[str]) -> str:
+        return next((m[1] for line in lines if (m := _STAMP.match(line))), "")
+
+    ordered = logs
+    if all(started(lines) for lines in logs if any(FLUSH_LINE in x for x in lines)):
+        ordered = sorted(logs, key=started)  # stable: logs without stamps keep their place
+    launches: list[list[list[str]]] = []
+    for lines in ordered:
+        segments: list[list[str]] = []
+        for line in lines:
+            if FLUSH_LINE in line:
+                segments.append([])
+            elif segments:
+                segments[-1].append(line)
+        launches.append(segments)
+    return launches
+
+
 def _point_key(label: str) -> PointKey | None:
     """A closed-loop point's key from its manifest label (``eagle3/coding/c16-r0``)."""
     mode, _, rest = label.partition("/")
@@ -137,18 +161,18 @@ def point_intervals(
     logs = server_logs(run_dir / "servers", server.log)
     if not logs:
         return {}, f"{run_dir / 'servers' / server.log} is missing"
-    segments: list[list[str]] = []
-    for path in logs:
-        current: list[str] | None = None
-        for line in read_log(path):
-            if FLUSH_LINE in line:
-                current = []
-                segments.append(current)
-            elif current is not None:
-                current.append(line)
+    per_launch = _launch_segments([read_log(path) for path in logs])
+    segments = [segment for launch in per_launch for segment in launch]
     points = [(label, record) for label, record in manifest.points.items()
               if label.split("/", 1)[0] == config]
     attempts = [max(1, record.attempts) for _, record in points]
+    # A launch followed by another of the same server may have ended mid-point (a machine
+    # taken back): that attempt is in no record, and the resumed sweep measured the point again
+    # on the next launch. Where the extra flushes are exactly those launches' last, drop them.
+    cut = [launch for launch in per_launch[:-1] if launch]
+    if len(segments) == sum(attempts) + len(cut) and cut:
+        segments = [seg for launch in per_launch
+                    for seg in (launch[:-1] if launch in cut else launch)]
     if len(segments) == sum(attempts):
         last = [sum(attempts[: i + 1]) - 1 for i in range(len(points))]
     elif len(segments) == len(points):  # attempts not recorded per flush
