@@ -38,7 +38,7 @@ from specbench.engines.process import free_port
 from specbench.errors import ConfigError
 from specbench.load.records import LiveView, PointSpec
 from specbench.report.blocks import Bullets
-from specbench.report.why import render_terminal, why_blocks
+from specbench.report.why import explained, render_terminal, why_blocks
 from specbench.results import PointKey, load_run
 from tests.harness import run_cli
 
@@ -343,7 +343,7 @@ def test_explain_shows_the_profiled_split_beside_the_log_ratio(tmp_path: Path) -
             f"{log_ratio:.2f}.") in out
     assert "2 [9.10–9.30]" in out  # both ranks' steps beside the slowest's
     assert "sm100_mystery_epilogue 0.200 ms" in out
-    blocks = why_blocks(load_run(run_dir))
+    blocks = why_blocks(explained(load_run(run_dir)))
     bullets = [item for b in blocks if isinstance(b, Bullets) for item in b.items]
     assert any("unknown kernels, eagle3 c=16" in str(item) for item in bullets)
 

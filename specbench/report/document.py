@@ -46,7 +46,7 @@ from specbench.report.tables import (
     latency_section,
     length_section,
 )
-from specbench.report.why import why_blocks
+from specbench.report.why import explained, finding_sentence, why_blocks
 from specbench.results import PointKey, Run
 from specbench.results.manifest import gpu_time
 from specbench.results.store import atomic_write
@@ -298,7 +298,8 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
         arrivals.render_terminal(run, console, result)
         return
     if result is not None:
-        body = "\n".join([f"[bold]{result['finding']}[/]", measured_on(run),
+        why = finding_sentence(explained(run))
+        body = "\n".join([f"[bold]{result['finding']}{why}[/]", measured_on(run),
                           *_applied_lines(result)])
         console.print(Panel(body, title="specbench finding", expand=False))
     else:
@@ -496,8 +497,10 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out += [Heading(2, "Flags"), *_flags_section(run), *_gpu_section(run),
                 Heading(2, "Run"), *_run_section(run)]
         return out
+    sets = explained(run)
     if result is not None:
-        out.append(Para((("b", "Finding."), ("", " " + result["finding"])), role="finding"))
+        out.append(Para((("b", "Finding."), ("", " " + result["finding"] + finding_sentence(sets))),
+                        role="finding"))
         out.append(Para(plain(measured_on(run))))
         out += [Para(plain(text)) for text in _applied_lines(result)]
         out += _summary_section(result)
@@ -509,7 +512,7 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out.append(Para(plain(measured_on(run))))
     for prompt_set in run.prompt_sets:
         out += _set_section(run, prompt_set, result)
-    out += why_blocks(run)
+    out += why_blocks(sets)
     out += _figures_section(run, figure_names or [], plot_error)
     # Lengths and acceptance read the same per-request rows: read them once.
     requests_by_set = {s: finished_requests(run, s) for s in run.prompt_sets}

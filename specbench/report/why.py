@@ -149,17 +149,26 @@ def _render_profiles(s: SetExplanation, console: Console) -> None:
         console.print(f"  {line}", highlight=False, markup=False)
 
 
-def why_blocks(run: Run) -> list[Block]:
-    """The report's "Why" section; empty for a run explain cannot read (no logs, no baseline),
-    so a report never fails for want of it."""
+def explained(run: Run) -> list[SetExplanation]:
+    """explain's reading of the run; empty for a run it cannot read (no logs, no baseline), so
+    a report never fails for want of it."""
     try:
-        sets = explain_run(run)
+        return list(explain_run(run))
     except ExplainError:
         return []
-    out: list[Block] = [Heading(2, "Why")]
+
+
+def finding_sentence(sets: Sequence[SetExplanation]) -> str:
+    """What the report's finding adds where EAGLE-3 loses at a set's lowest level ("" if not)."""
     sentence = lowest_level_sentence(sets)
-    if sentence:
-        out.append(Para(plain(sentence)))
+    return f" {sentence}" if sentence else ""
+
+
+def why_blocks(sets: Sequence[SetExplanation]) -> list[Block]:
+    """The report's "Why" section (the finding carries its lowest-level sentence)."""
+    if not sets:
+        return []
+    out: list[Block] = [Heading(2, "Why")]
     for s in sets:
         out.append(Heading(3, s.prompt_set))
         out.append(table(HEADERS, [_cells(lv) for lv in s.levels]))
