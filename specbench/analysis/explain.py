@@ -319,11 +319,15 @@ def _notes(levels: Sequence[LevelExplanation], log_intervals: set[int]) -> list[
     short = [lv.concurrency for lv in levels if lv.step_ratio is None]
     if not short:
         return []
+    levels = ", ".join(map(str, short))
+    head = (f"too few steady decode log lines (one decode step with nothing else between two "
+            f"lines) at c = {levels}")
+    if set(log_intervals) == {1}:  # one-step lines already: prefills land between most of them
+        return [f"{head}: a prefill ran between nearly every two decode steps there; a longer "
+                "window (--window-s) holds more steady steps"]
     every = ", ".join(map(str, sorted(log_intervals))) or "40"
-    return [f"too few steady decode log lines (one decode step with nothing else between two "
-            f"lines) at c = {', '.join(map(str, short))}: the servers logged every {every} "
-            f"decode steps, and at load nearly every such interval holds a prefill; sweep again "
-            f"with {ONE_STEP_ARG} for one-step lines"]
+    return [f"{head}: the servers logged every {every} decode steps, and at load nearly every "
+            f"such interval holds a prefill; sweep again with {ONE_STEP_ARG} for one-step lines"]
 
 
 # -- words --------------------------------------------------------------------------------------

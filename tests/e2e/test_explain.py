@@ -79,6 +79,12 @@ def test_explain_names_acceptance_and_the_drafts_cost_on_the_moe_profile(
     assert "the draft's forwards and the verify" in one["words"]
     assert found["finding"].startswith("Why EAGLE-3 loses at the lowest load measured: coding")
     assert "the largest term is acceptance" in out
+    # The report's finding carries the same sentence (not only its "Why" section).
+    report = run_cli(["report", str(tmp_path / "res" / "run")], tmp_path)
+    assert report.returncode == 0, report.stderr
+    finding = next(line for line in (tmp_path / "res" / "run" / "report.md").read_text()
+                   .splitlines() if line.startswith("**Finding.**"))
+    assert "Why EAGLE-3 loses at the lowest load measured: coding at c=1" in finding
 
 
 def test_the_simulators_server_info_says_what_sglang_resolved(tmp_path: Path) -> None:
