@@ -9,7 +9,7 @@ strict parsing, so `window_s = "8"`, `repeats = 2.5` and `modes = "baseline"` ar
 instead of coerced, while TOML arrays still become tuples. Every problem raises
 :class:`ConfigError` with one line: where, what was given, and the fix.
 
-The schema itself (the sections, their fields and defaults) lives in `config_schema.py`; its
+The schema itself (the sections, their fields and defaults) lives in `config_schema/`; its
 names are re-exported here, so `from specbench.config import SweepConfig` stays the one import.
 """
 

@@ -28,9 +28,9 @@ import pandas as pd
 
 from specbench.errors import ConfigError
 from specbench.load.records import PointResult
+from specbench.rules.slo import SLO_KEYS
 
 NAN = float("nan")
-SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 BLOCKS = 8
 PERCENTILES = (50, 90, 95, 99)
 # The client is behind its schedule when its median lag is above this share of the mean gap

@@ -170,7 +170,7 @@ def test_schedules() -> None:
 
 
 def test_config_re_exports_the_schema() -> None:
-    """The schema lives in config_schema.py; callers keep `from specbench.config import X`."""
+    """The schema lives in config_schema/; callers keep `from specbench.config import X`."""
     from specbench import config_schema
 
     for name in cfgmod.__all__:

@@ -319,9 +319,9 @@ def _notes(levels: Sequence[LevelExplanation], log_intervals: set[int]) -> list[
     short = [lv.concurrency for lv in levels if lv.step_ratio is None]
     if not short:
         return []
-    levels = ", ".join(map(str, short))
+    shown = ", ".join(map(str, short))
     head = (f"too few steady decode log lines (one decode step with nothing else between two "
-            f"lines) at c = {levels}")
+            f"lines) at c = {shown}")
     if set(log_intervals) == {1}:  # one-step lines already: prefills land between most of them
         return [f"{head}: a prefill ran between nearly every two decode steps there; a longer "
                 "window (--window-s) holds more steady steps"]

@@ -1,4 +1,4 @@
-"""`specbench sweep`'s options, generated from the config schema (`config_schema.py`: each
+"""`specbench sweep`'s options, generated from the config schema (`config_schema/`: each
 field's CLI name, help text, type and default), so that an option's name lives in one place;
 `cli_layer` turns the parsed values back into a config layer. `specbench slurm` parses the same
 options.

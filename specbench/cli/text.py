@@ -1,7 +1,7 @@
 """Command-line text to option values: what `--concurrency 1,8,64` or `--mix a=1,b=2` means.
 
 The option table itself is generated from the config schema (`options.py`); each option's
-`parse` kind (field metadata in `config_schema.py`) names the function here that turns its text
+`parse` kind (field metadata in `config_schema/`) names the function here that turns its text
 into the plain value the schema validates.
 """
 

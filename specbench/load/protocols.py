@@ -42,7 +42,6 @@ from specbench.load.bodies import (
     PromptRenderer,
     SamplingOverrideError,
     chat_body,
-    check_extra_body,
     check_sampling,
     completions_body,
     native_body,
@@ -50,6 +49,7 @@ from specbench.load.bodies import (
     sampling_overrides,
 )
 from specbench.prompts import PromptRequest
+from specbench.rules.bodies import check_extra_body
 
 __all__ = [
     "ERROR_CLASSES",

@@ -1,330 +1,30 @@
-"""The sweep configuration's schema: every option once, as a pydantic field.
-
-Each field carries its default, its help text and, where it is also a command-line option, its
-flag (`option(...)`), so that `cli/options.py` generates the command line and its `--help`
-from here. Validation is strict (`config.py` builds and layers; see there why pydantic): the
-models are frozen and refuse unknown keys, and a field validator raises :class:`ConfigError`
-with one line: where, what was given, and the fix.
-"""
+"""The sweep itself: the servers, prompt sets and levels, the plan, where the servers run; it
+holds the three sections and the rules that join them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from specbench import configurations
+from specbench.config_schema.fields import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_PROMPT_SETS,
+    PORT_STRIDE,
+    Engine,
+    Section,
+    option,
+)
+from specbench.config_schema.load import LoadConfig
+from specbench.config_schema.server import ServerConfig
+from specbench.config_schema.sim import SimConfig
 from specbench.errors import ConfigError
 from specbench.prompts.context import BUCKET_SEP, parse_context_lengths
 
-DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 250)
-DEFAULT_PROMPT_SETS: tuple[str, ...] = ("coding", "agentic")
-# Used for the dynamic server when the threshold cannot be computed from measured curves
-# (e.g. `--modes dynamic` alone): SGLang 0.5.23's own default config stops drafting at 64.
-DEFAULT_FIXED_THRESHOLD = 64
-SIM_DEFAULT_PROFILE = "llama-3.1-8b-1xh200"
-# Servers side by side on one node (--gpus) listen on ports of their own: the server on GPU
-# slot k gets --port + PORT_STRIDE x k (SweepConfig.slot_port: run/parallel.py launches on
-# it, the dry run in run/plan.py shows it).
-PORT_STRIDE = 10
 
-Engine = Literal["sim", "sglang", "attach"]
-Protocol = Literal["openai-chat", "openai-completions", "sglang-native"]
-ENGINES: tuple[str, ...] = ("sim", "sglang", "attach")
-PROTOCOLS: tuple[str, ...] = ("openai-chat", "openai-completions", "sglang-native")
-
-
-def option(
-    default: Any,
-    help: str,
-    *,
-    cli: str | None = None,
-    panel: str | None = None,
-    parse: str | None = None,
-    hidden: bool = False,
-    envvar: str | None = None,
-    help_default: str | None = None,
-    **constraints: Any,
-) -> Any:
-    """A schema field that is also a command-line option (`cli`, shown in `panel`).
-
-    `parse` names how the option's text becomes the field's value: "csv" (names), "csv_int"
-    (levels), "shlex" (one command line), "shlex_each" (repeatable flag strings), "threshold"
-    (auto or a batch size), "attach" (repeatable MODE=URL). Fields without `cli` are TOML-only.
-    `--help` shows `default` itself; `help_default` says what a None default means instead.
-    """
-    extra: dict[str, Any] = {
-        "cli": cli,
-        "panel": panel,
-        "parse": parse,
-        "hidden": hidden,
-        "envvar": envvar,
-        "help_default": help_default,
-    }
-    return Field(default, description=help, json_schema_extra=extra, **constraints)
-
-
-def _secret(help: str, cli: str, envvar: str) -> Any:
-    """An option that is never shown (repr) nor written (the manifest) anywhere."""
-    extra: dict[str, Any] = {"cli": cli, "envvar": envvar}
-    return Field(None, repr=False, exclude=True, description=help, json_schema_extra=extra)
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class ServerConfig(_Section):
-    """What every launched server gets; equal across configurations so the comparison is fair."""
-
-    model_path: str = option(
-        "meta-llama/Llama-3.1-8B-Instruct", "target model (SGLang --model-path)", cli="--model-path"
-    )
-    draft_model_path: str | None = option(
-        "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B",
-        "EAGLE-3 draft model",
-        cli="--draft-model-path",
-    )
-    tp_size: int = option(1, "tensor parallel size", cli="--tp-size", ge=1)
-    # None means "the largest concurrency in the sweep"; always passed explicitly because
-    # SGLang silently caps speculative servers at 48 otherwise.
-    max_running_requests: int | None = option(
-        None,
-        "server limit, equal for all servers",
-        cli="--max-running-requests",
-        help_default="largest concurrency",
-        ge=1,
-    )
-    speculative_num_steps: int = option(
-        3, "EAGLE-3 draft steps K (topk 1, K+1 draft tokens)", cli="--spec-steps", ge=1
-    )
-    host: str = option("127.0.0.1", "server bind address", cli="--host")
-    port: int = option(30000, "server port", cli="--port", ge=1, le=65535)
-    extra_args: tuple[str, ...] = option(
-        (), "extra SGLang flag(s), repeatable", cli="--server-arg", parse="shlex_each"
-    )
-    server_command: tuple[str, ...] = option(
-        ("python", "-m", "sglang.launch_server"),
-        "SGLang launcher, e.g. 'sglang serve'",
-        cli="--server-command",
-        parse="shlex",
-    )
-    # SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1 for the dynamic server: cheaper steps above the
-    # threshold, but a cold draft (lower acceptance) right after speculation resumes.
-    skip_zero_step_draft_extend: bool = option(
-        False,
-        "dynamic server: SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1",
-        cli="--skip-zero-step-draft-extend",
-    )
-    cuda_graph_bs_decode: tuple[int, ...] | None = option(
-        None,
-        "comma list passed as --cuda-graph-bs-decode",
-        cli="--cuda-graph-bs-decode",
-        parse="csv_int",
-    )
-    admin_api_key: str | None = _secret(
-        "admin key for /flush_cache (SGLang --admin-api-key)",
-        "--admin-api-key",
-        "SPECBENCH_ADMIN_API_KEY",
-    )
-    ready_timeout_s: float = option(1800.0, "seconds a server may take to become ready", gt=0)
-    stop_grace_s: float = option(10.0, "seconds between SIGTERM and SIGKILL", ge=0)
-
-
-class SimConfig(_Section):
-    """Options of the simulated server (`python -m specbench.sim ... --sim-*`)."""
-
-    profile: str = option(
-        SIM_DEFAULT_PROFILE, "simulator profile name or TOML path", cli="--sim-profile"
-    )
-    # >1 runs the model faster than real time; every reported time is converted back to
-    # simulated-GPU time, so the numbers do not depend on this. 4x keeps a 2-core machine's
-    # client within 1% of the simulator's ground truth at 250 users (tests/load) and a full
-    # default sweep under 10 minutes.
-    time_scale: float = option(
-        4.0, "simulator speed-up over real time", cli="--sim-time-scale", gt=0
-    )
-    seed: int = option(0, "simulator seed", cli="--sim-seed")
-    extra_args: tuple[str, ...] = option(
-        (), "extra --sim-* flag(s), repeatable", cli="--sim-arg", parse="shlex_each"
-    )
-
-
-# A window kept open for --min-window-requests ends at this many times --window-s at the latest
-# (--max-window-s unset): 32 s of an 8-s window, about eight answers at c = 1 from a model that
-# takes 4 s per answer.
-MAX_WINDOW_FACTOR = 4.0
-
-
-class LoadConfig(_Section):
-    """How each point is measured."""
-
-    protocol: Protocol = option(
-        "openai-chat", "openai-chat | openai-completions | sglang-native", cli="--protocol"
-    )
-    warmup_s: float = option(
-        2.0, "unmeasured load before each window (GPU seconds)", cli="--warmup-s", ge=0
-    )
-    # ...and until about this many requests per user have ended (steady state, not the
-    # cold-start prefill wave) and the server answers at its own pace (a first-use compile
-    # is over: load/runner.py), capped at warmup_max_s in all.
-    warmup_requests_per_user: float = option(1.0, "warmup: requests ended per user", ge=0)
-    warmup_max_s: float = option(
-        60.0, "warmup cap, first-use compiles included (GPU seconds)", cli="--warmup-max-s", ge=0
-    )
-    window_s: float = option(8.0, "measured window per point (GPU seconds)", cli="--window-s", gt=0)
-    # At low load a window holds few answers (under two at c = 1 from a slow model),
-    # so latency and acceptance rest on one or two requests. A closed-loop window stays open
-    # past window_s until this many requests have finished in it, up to max_window_s; where N
-    # finish inside window_s (most levels) nothing changes. Every engine: on the simulator
-    # too, an 8-s window at coding c = 1 held 2-4 answers (`--plan dense`).
-    min_window_requests: int = option(
-        8,
-        "closed loop: keep a window open past --window-s until this many requests finished "
-        "in it, up to --max-window-s",
-        cli="--min-window-requests",
-        ge=1,
-    )
-    max_window_s: float | None = option(
-        None,
-        "longest a window kept open by --min-window-requests (GPU seconds; --window-s: off)",
-        cli="--max-window-s",
-        help_default=f"{MAX_WINDOW_FACTOR:g} x --window-s",
-        gt=0,
-    )
-    window_max_requests: int | None = option(None, "end a window after this many requests", ge=1)
-    request_timeout_s: float = option(
-        600.0, "per-request timeout (s)", cli="--request-timeout-s", gt=0
-    )
-    temperature: float = option(0.0, "sampling temperature", cli="--temperature", ge=0)
-    seed: int = option(0, "prompt order seed", cli="--seed")
-    repeats: int = option(1, "repeats per point", cli="--repeats", ge=1)
-    error_budget: float = option(
-        0.01, "fraction of requests in the window that may fail", ge=0, le=1
-    )
-    api_key: str | None = _secret("bearer token for the server", "--api-key", "SPECBENCH_API_KEY")
-    # One event loop per client process (load/procs.py); 0 picks one per 64 users, at most
-    # half the cores.
-    client_procs: int = option(
-        1, "client processes per point (0: automatic)", cli="--client-procs", ge=0
-    )
-    # Test knob: CPU burnt per network read in the client, to plant a slow client.
-    planted_read_delay_us: float = option(
-        0.0, "test knob: client CPU burnt per read", cli="--planted-read-delay-us", hidden=True
-    )
-    # As SGLang's bench_serving --extra-request-body and vLLM's --extra-body: merged into the
-    # top level of every body (on /generate, sampling keys go into sampling_params); keys
-    # specbench sets itself are refused. Where they go and why: load/protocols.py.
-    extra_request_body: dict[str, Any] = option(
-        {},
-        "JSON object merged into every request body, e.g. '{\"top_k\": 20}'",
-        cli="--extra-request-body",
-    )
-    ignore_eos: bool = option(
-        False, "generate exactly max_tokens per request (SGLang ignore_eos)", cli="--ignore-eos"
-    )
-    # Open loop (load/arrivals.py): the levels are request rates instead of --concurrency.
-    request_rates: tuple[float, ...] = option(
-        (),
-        "open loop: comma list of request rates (requests per GPU second) to sweep instead of "
-        "--concurrency; inf sends the top --concurrency level's requests at once",
-        cli="--request-rates",
-        parse="rates",
-    )
-    burstiness: float = option(
-        1.0, "open loop: gamma shape of the gaps between arrivals (1: Poisson, < 1: burstier)",
-        cli="--burstiness", gt=0,
-    )
-    max_concurrency: int | None = option(
-        None, "open loop: at most this many requests in flight (arrivals wait)",
-        cli="--max-concurrency", help_default="no cap", ge=1,
-    )
-    slo: dict[str, float] = option(
-        {},
-        "latency SLOs for goodput, e.g. ttft_ms=2000,tpot_ms=40,e2e_ms=20000 (model ms; a "
-        "request counts when it meets every one)",
-        cli="--slo",
-        parse="slo",
-    )
-    percentiles: tuple[int, ...] = option(
-        (50, 90, 99), "latency percentiles shown in the summary and report (of 50,90,95,99)",
-        cli="--percentiles", parse="csv_int",
-    )
-
-    @field_validator("request_rates")
-    @classmethod
-    def _positive_rates(cls, value: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not r > 0 for r in value):
-            raise ConfigError("--request-rates: every rate must be > 0 (or inf); "
-                              "give e.g. --request-rates 2,8,32,inf")
-        return tuple(sorted(set(value)))
-
-    @field_validator("percentiles")
-    @classmethod
-    def _known_percentiles(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or any(q not in (50, 90, 95, 99) for q in value):
-            raise ConfigError(f"--percentiles {','.join(map(str, value))}: specbench keeps "
-                              "p50, p90, p95 and p99; give some of them, e.g. 50,90,99")
-        return tuple(sorted(set(value)))
-
-    @field_validator("slo")
-    @classmethod
-    def _known_slo(cls, value: dict[str, float]) -> dict[str, float]:
-        from specbench.goodput import SLO_KEYS
-
-        for key, limit in value.items():
-            if key not in SLO_KEYS or not limit > 0:
-                raise ConfigError(f"slo {key}={limit}: keys are {', '.join(SLO_KEYS)}, each "
-                                  "> 0 ms; give e.g. --slo ttft_ms=2000,tpot_ms=40")
-        return value
-
-    @field_validator("extra_request_body", mode="before")
-    @classmethod
-    def _json_object(cls, value: Any) -> Any:
-        """The command line gives the object as JSON text; a TOML table arrives parsed."""
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(
-                    f"--extra-request-body {value!r} is not JSON ({exc}); "
-                    "give one JSON object, e.g. --extra-request-body '{\"top_k\": 20}'"
-                ) from None
-        if not isinstance(value, dict):
-            raise ConfigError(
-                f"--extra-request-body must be a JSON object, not {value!r}; "
-                "give e.g. --extra-request-body '{\"top_k\": 20}'"
-            )
-        return value
-
-    def window_cap_s(self) -> float:
-        """The longest a closed-loop window may stay open (GPU seconds)."""
-        if self.max_window_s is not None:
-            return self.max_window_s
-        return MAX_WINDOW_FACTOR * self.window_s
-
-    @model_validator(mode="after")
-    def _cap_not_below_window(self) -> LoadConfig:
-        if self.max_window_s is not None and self.max_window_s < self.window_s:
-            raise ConfigError(
-                f"--max-window-s {self.max_window_s:g} is below --window-s {self.window_s:g}; "
-                "give a cap >= --window-s (equal turns --min-window-requests off)"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _measurable_extra_body(self) -> LoadConfig:
-        if self.extra_request_body:
-            # Imported here: the rules live with the bodies, and the CLI starts without them.
-            from specbench.load.protocols import check_extra_body
-
-            check_extra_body(self.extra_request_body, self.protocol)
-        return self
-
-
-class SweepConfig(_Section):
+class SweepConfig(Section):
     """Everything one sweep needs; built by :func:`resolve`, recorded in the manifest."""
 
     engine: Engine = option("sim", "sim | sglang | attach", cli="--engine")
@@ -332,7 +32,8 @@ class SweepConfig(_Section):
     modes: tuple[str, ...] = option(
         configurations.DEFAULT_NAMES,
         "comma list of server configurations: baseline, eagle3, dynamic, zero-step, "
-        "sglang-default, tuned, eagle3-k<K> (static EAGLE-3 at K steps), dynamic-t<T> "
+        "sglang-default, tuned, eagle3-k<K> (static EAGLE-3 at K steps), "
+        "eagle3-k<K>-t<TOPK>-d<N> (static EAGLE-3 drafting a tree), dynamic-t<T> "
         "(drafting stops at batch size T)",
         cli="--modes",
         parse="csv",
@@ -662,6 +363,3 @@ class SweepConfig(_Section):
         only those of --only-config (a shard)."""
         names = self.only_config or self.modes
         return configurations.ordered(names, self.server.speculative_num_steps)
-
-
-SECTIONS: dict[str, type[_Section]] = {"server": ServerConfig, "sim": SimConfig, "load": LoadConfig}
