@@ -225,10 +225,16 @@ def _chosen_schedule(run: Any, found: dict[str, Any], name: str) -> Any:
 # regress/thresholds.py's Thresholds() defaults, repeated here so that --help does not import the
 # regress package (and pandas with it); tests/test_cli_help.py holds the two together.
 REGRESS_DEFAULT_PCT = {"warn_pct": 2.5, "fail_pct": 5.0, "accept_fail_pct": 10.0}
+# The same for the latency and goodput limits (tests/test_regress_latency.py holds these).
+REGRESS_LATENCY_DEFAULTS: dict[str, Any] = {
+    "latency_fail_pct": 5.0, "goodput_fail_pct": 5.0,
+    "latency_metrics": "ttft_ms_p50,ttft_ms_p90,tpot_ms_p50,tpot_ms_p90",
+}
 
 
 def _pct_help(text: str, name: str) -> str:
-    return help_with_default(text, default_text(REGRESS_DEFAULT_PCT[name]))
+    return help_with_default(
+        text, default_text({**REGRESS_DEFAULT_PCT, **REGRESS_LATENCY_DEFAULTS}[name]))
 
 
 @app.command()
@@ -252,6 +258,22 @@ def regress(
         list[str] | None,
         typer.Option(help="manifest setting allowed to differ, e.g. sim.profile (repeatable)"),
     ] = None,
+    latency: Annotated[
+        str | None,
+        typer.Option(help=_pct_help("latency columns gated, comma list", "latency_metrics")),
+    ] = None,
+    latency_fail_pct: Annotated[
+        float | None,
+        typer.Option(help=_pct_help("latency percentile rise that fails (%)", "latency_fail_pct")),
+    ] = None,
+    goodput_fail_pct: Annotated[
+        float | None,
+        typer.Option(help=_pct_help("goodput drop that fails (%)", "goodput_fail_pct")),
+    ] = None,
+    relaunch: Annotated[
+        Path | None,
+        typer.Option(help="the reference's second launch; default REFERENCE/relaunch if there"),
+    ] = None,
 ) -> None:
     """Compare a candidate run with a reference: exit 0 ok, 1 regression, 2 unusable input."""
     from specbench import regress as regress_mod
@@ -265,6 +287,11 @@ def regress(
         accept_fail_pct=accept_fail_pct,
         console=Console(),
         allow_config_changes=tuple(allow_config_change or ()),
+        relaunch_dir=relaunch,
+        latency_fail_pct=latency_fail_pct,
+        goodput_fail_pct=goodput_fail_pct,
+        latency_metrics=None if latency is None else tuple(
+            m.strip() for m in latency.split(",") if m.strip()),
     )
     raise typer.Exit(code)
 

@@ -30,6 +30,17 @@ How "regressed" is decided (shared/reference/regression-statistics.md, the asv /
   deployed from the reference would then be wrong.
 * The error rate fails when it rises by ``error_fail_pp`` percentage points and a
   two-proportion z-test supports it.
+* TTFT and TPOT percentiles (``latency_metrics``: a rise is worse) and goodput (open loop with
+  SLOs: a drop is) follow the throughput's rules with their own limits. A percentile has no
+  interval in the summary, so its noise comes from the reference's second launch (a
+  candidate on another launch differs by about N(0, 2 sd^2) on the log scale), or from repeats
+  (the rank test); goodput carries its standard error. With none of these a metric is shown
+  and, beyond its limit, named in a note, but not judged.
+* The second launch: ``<reference>/relaunch`` (``scripts/gpu_regression.py reference`` stores
+  it there) or ``relaunch_dir``. Every limit of a configuration, tok/s included, is widened to
+  what a relaunch reaches (2 sqrt(2) sd of that metric's move between the two launches); tok/s
+  takes its sd from analysis.json's ``between_launch`` when the reference's analysis was made
+  with ``specbench report --relaunch``, else from the two summaries.
 
 When an effect beyond the fail threshold cannot be tested (one repeat and no CI columns), the
 verdict is "insufficient" and the exit code 2, as the PyTorch HUD reports insufficient data
@@ -52,15 +63,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specbench.analysis.launches import sd_of
+from specbench.analysis.launches import between_launch_section, sd_of
 from specbench.errors import UserError
 from specbench.regress.inputs import (
     CI_HIGH_COLUMN,
     CI_LOW_COLUMN,
+    RELAUNCH_DIR,
     Comparable,
     RegressInputError,
     allowed_config_fields,
     comparable,
+    relaunch_of,
 )
 from specbench.regress.judge import DECISIONS, SPEC_MODES, compare_crossover, compare_group
 from specbench.regress.render import publish, publish_unusable, render_terminal
@@ -74,8 +87,10 @@ from specbench.regress.verdict import (
     CrossoverComparison,
     Finding,
     GroupComparison,
+    MetricComparison,
     PointComparison,
     Verdict,
+    metric_label,
     worst,
 )
 from specbench.results import Run, load_run
@@ -87,10 +102,12 @@ __all__ = [
     "EXIT_REGRESSION",
     "EXIT_UNUSABLE",
     "JSON_SCHEMA",
+    "RELAUNCH_DIR",
     "SPEC_MODES",
     "CrossoverComparison",
     "Finding",
     "GroupComparison",
+    "MetricComparison",
     "PointComparison",
     "RegressInputError",
     "Thresholds",
@@ -101,6 +118,7 @@ __all__ = [
     "main",
     "publish",
     "publish_unusable",
+    "relaunch_of",
     "render_terminal",
 ]
 
@@ -121,6 +139,10 @@ def _judge_all(
     points: list[PointComparison] = []
     notes: list[str] = []
     between = (runs[0].analysis or {}).get("between_launch")
+    if between is None and inputs.relaunch_run is not None:
+        # A second launch but no `specbench report --relaunch` behind the reference's analysis:
+        # the tok/s spread from the two summaries (unpaired: a reference keeps no requests).
+        between = between_launch_section(runs[0], inputs.relaunch_run)
     for mode, prompt_set in sorted({(m, s) for m, s, _ in inputs.keys}):
         group_keys = [k for k in inputs.keys if k[0] == mode and k[1] == prompt_set]
         label = f"{mode}/{prompt_set}"
@@ -131,10 +153,28 @@ def _judge_all(
                          f"the reference moved by sd {100 * launch_sd:.1f}% between two "
                          "launches of its server, and a relaunch must not fail")
         group, group_points, group_notes = compare_group(
-            mode, prompt_set, group_keys, inputs.ref, inputs.cand, group_th)
+            mode, prompt_set, group_keys, inputs.ref, inputs.cand, group_th, inputs.relaunch)
         groups.append(group)
         points.extend(group_points)
         notes.extend(group_notes)
+    base = {True: th.latency_fail_pct, False: th.goodput_fail_pct}
+    wider = [f"{g.label} {m.label} {m.limit_text}" for g in groups for m in g.metrics
+             if m.fail_pct > base[m.rise_is_worse]]
+    if wider:
+        notes.append("limits wider than the options', as far as the reference's two launches "
+                     "moved apart (a relaunch must not fail): " + "; ".join(wider))
+    untested = [f"{g.label} {m.label} (worst {m.worst_text})" for g in groups
+                for m in g.metrics if m.beyond_untested]
+    if untested:
+        notes.append("beyond the latency or goodput limit but not gated, with one launch, one "
+                     "repeat and no interval to test against: " + "; ".join(untested)
+                     + "; to gate them, store the reference's second launch as "
+                     f"<reference>/{RELAUNCH_DIR} (scripts/gpu_regression.py reference) or "
+                     f"sweep both runs with --repeats {th.min_rank_repeats}")
+    compared = {m.metric for g in groups for m in g.metrics}
+    absent = [metric_label(m) for m in th.latency_metrics if m not in compared]
+    if absent:
+        notes.append(f"{', '.join(absent)}: not in both runs' summaries, not gated")
     # An open-loop run's decisions are per rate and judged by no crossover rule here.
     crossovers = [] if runs[0].open_loop else [
         x for x in (
@@ -150,15 +190,17 @@ def compare(
     candidate: Run,
     thresholds: Thresholds | None = None,
     allow_config_changes: Sequence[str] = (),
+    relaunch_dir: str | Path | None = None,
 ) -> Verdict:
     """Compare two loaded runs; raise RegressInputError when they cannot be compared.
 
     `allow_config_changes`: dotted manifest paths (e.g. ``sim.profile``) whose difference is
     intended, as when a planted slow profile is passed by path; they are noted, not refused.
+    `relaunch_dir`: the reference's second launch; the limits then widen by what it moved.
     """
     th = thresholds or Thresholds()
     th.validate()
-    inputs = comparable(reference, candidate, allow_config_changes)
+    inputs = comparable(reference, candidate, allow_config_changes, relaunch_dir)
     groups, points, crossovers, group_notes = _judge_all((reference, candidate), inputs, th)
     findings = [f for g in groups for f in g.findings]
     findings += [Finding(x.status, "crossover", x.subject, x.message)
@@ -178,15 +220,19 @@ def compare_dirs(
     candidate_dir: str | Path,
     thresholds: Thresholds | None = None,
     allow_config_changes: Sequence[str] = (),
+    relaunch_dir: str | Path | None = None,
 ) -> Verdict:
     """Validate the thresholds, load both run directories and compare them.
 
-    Every problem the user can fix (bad thresholds, a path that is no run, runs that cannot be
-    compared) raises a :class:`specbench.errors.UserError` with a one-line message.
+    `relaunch_dir` None: the reference's own ``relaunch/`` when it has one
+    (:func:`relaunch_of`). Every problem the user can fix (bad thresholds, a path that is no
+    run, runs that cannot be compared) raises a :class:`specbench.errors.UserError` with a
+    one-line message.
     """
     th = thresholds or Thresholds()
     th.validate()
-    return compare(load_run(reference_dir), load_run(candidate_dir), th, allow_config_changes)
+    return compare(load_run(reference_dir), load_run(candidate_dir), th, allow_config_changes,
+                   relaunch_of(reference_dir, relaunch_dir))
 
 
 def main(
@@ -199,18 +245,25 @@ def main(
     thresholds: Thresholds | None = None,
     console: Console | None = None,
     allow_config_changes: Sequence[str] = (),
+    relaunch_dir: str | Path | None = None,
+    latency_fail_pct: float | None = None,
+    goodput_fail_pct: float | None = None,
+    latency_metrics: Sequence[str] | None = None,
 ) -> int:
     """`specbench regress`: compare, print, write the JSON verdict; return the exit code.
 
-    `json_path` "-" prints only the JSON verdict (for piping into jq). Explicit percentages
+    `json_path` "-" prints only the JSON verdict (for piping into jq). Explicit values
     override those in `thresholds`. Unusable input prints one line and returns 2. A thin
     wrapper kept for callers of the old API: :func:`compare_dirs` plus :func:`publish`.
     """
     console = console or Console()
     th = (thresholds or Thresholds()).with_overrides(
-        fail_pct=fail_pct, warn_pct=warn_pct, accept_fail_pct=accept_fail_pct)
+        fail_pct=fail_pct, warn_pct=warn_pct, accept_fail_pct=accept_fail_pct,
+        latency_fail_pct=latency_fail_pct, goodput_fail_pct=goodput_fail_pct,
+        latency_metrics=latency_metrics)
     try:
-        verdict = compare_dirs(reference_dir, candidate_dir, th, allow_config_changes)
+        verdict = compare_dirs(reference_dir, candidate_dir, th, allow_config_changes,
+                               relaunch_dir)
     except UserError as exc:
         return publish_unusable(str(exc), console, json_path)
     return publish(verdict, console, json_path)

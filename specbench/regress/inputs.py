@@ -4,13 +4,15 @@ Both runs are read only through :func:`specbench.results.load_run`, and only the
 and summaries: a committed reference may keep only ``manifest.json`` and ``summary.parquet``,
 so nothing here needs per-request rows. Runs measured with other settings (engine, model,
 protocol, prompts, ...) are refused with every difference listed, because a reference made
-with other values says nothing about the candidate.
+with other values says nothing about the candidate. The reference's second launch, where there
+is one, must be measured like the reference itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -20,7 +22,8 @@ from specbench import configurations
 from specbench.config import to_dict
 from specbench.configurations import DECISION_PAIRS
 from specbench.errors import ConfigError, UserError
-from specbench.results import Run
+from specbench.regress.thresholds import GOODPUT, LATENCY_COLUMN
+from specbench.results import Run, load_run
 from specbench.results.points import level_text, rate_text
 from specbench.stats import finite_or_none
 
@@ -43,6 +46,29 @@ class Samples:
     n_requests: int
     n_errors: int
     flags: frozenset[str]
+    # Latency percentiles and goodput by summary column, per repeat; a column is here only
+    # when every repeat has a positive value. `metric_se`: the columns' `<name>_se`, likewise.
+    metrics: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    metric_se: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+
+def _metric_columns(rows: pd.DataFrame) -> tuple[dict[str, tuple[float, ...]],
+                                                 dict[str, tuple[float, ...]]]:
+    """The point's latency percentile and goodput columns with a value in every repeat."""
+    values: dict[str, tuple[float, ...]] = {}
+    ses: dict[str, tuple[float, ...]] = {}
+    for column in rows.columns:
+        if not (LATENCY_COLUMN.match(str(column)) or column == GOODPUT):
+            continue
+        found = [finite_or_none(v) for v in rows[column]]
+        if all(v is not None and v > 0 for v in found):
+            values[str(column)] = tuple(float(v) for v in found if v is not None)
+        se_column = f"{column}_se"
+        if se_column in rows.columns:
+            se = [finite_or_none(v) for v in rows[se_column]]
+            if all(v is not None and v >= 0 for v in se):
+                ses[str(column)] = tuple(float(v) for v in se if v is not None)
+    return values, ses
 
 
 # (mode, prompt set, level): the concurrency (an int), or an open-loop run's request rate.
@@ -79,6 +105,7 @@ def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
             f for text in rows["flags"].astype(str) for f in text.split(";") if f.strip()
         )
         value = float(cast(float, conc)) if open_loop else int(cast(int, conc))
+        metrics, metric_se = _metric_columns(rows)
         out[(str(mode), str(prompt_set), value)] = Samples(
             # A point that produced no number (every request failed) measured nothing: 0 tok/s.
             output_tok_s=tuple(0.0 if v is None else v for v in tok),
@@ -88,6 +115,8 @@ def samples(summary: pd.DataFrame) -> dict[Key, Samples]:
             n_requests=int(pd.to_numeric(rows["n_requests"], errors="coerce").fillna(0).sum()),
             n_errors=int(pd.to_numeric(rows["n_errors"], errors="coerce").fillna(0).sum()),
             flags=flags,
+            metrics=metrics,
+            metric_se=metric_se,
         )
     return out
 
@@ -130,7 +159,8 @@ def _dig(obj: Any, path: tuple[str, ...]) -> Any:
 
 
 def _config_problems(
-    reference: Run, candidate: Run, allowed: Sequence[str] = (), notes: list[str] | None = None
+    reference: Run, candidate: Run, allowed: Sequence[str] = (), notes: list[str] | None = None,
+    other: str = "candidate",
 ) -> list[str]:
     ref_cfg = to_dict(reference.manifest.config)
     cand_cfg = to_dict(candidate.manifest.config)
@@ -143,12 +173,15 @@ def _config_problems(
         if ref_value == cand_value:
             continue
         dotted = ".".join(path)
-        text = f"{label} differs ({dotted}: reference {ref_value!r}, candidate {cand_value!r})"
+        text = f"{label} differs ({dotted}: reference {ref_value!r}, {other} {cand_value!r})"
         if dotted in allowed:
             if notes is not None:
                 notes.append(f"{text}; compared anyway (--allow-config-change {dotted})")
             continue
-        problems.append(text + f" (if intended, pass --allow-config-change {dotted})")
+        # A second launch must match its reference: no option lets it differ.
+        hint = "" if other != "candidate" else (
+            f" (if intended, pass --allow-config-change {dotted})")
+        problems.append(text + hint)
     return problems
 
 
@@ -241,6 +274,10 @@ class Comparable:
     keys: list[Key]  # points in both runs that the gate judges, sorted
     prompt_sets: list[str]  # the reference's prompt sets, sorted
     notes: list[str]
+    # The reference's second launch (same settings, fresh servers), where there is one: what
+    # the latency and goodput limits are widened by.
+    relaunch: dict[Key, Samples] | None = None
+    relaunch_run: Run | None = None
 
 
 def _raise_problems(reference: Run, candidate: Run, ref: dict[Key, Samples],
@@ -270,13 +307,44 @@ def _raise_problems(reference: Run, candidate: Run, ref: dict[Key, Samples],
     return optional
 
 
+RELAUNCH_DIR = "relaunch"  # a reference's second launch, stored inside it
+
+
+def relaunch_of(reference_dir: str | Path, given: str | Path | None = None) -> Path | None:
+    """The reference's second launch: `given`, else ``<reference>/relaunch`` when it holds a run
+    (`specbench reference update RUN2 --name NAME/relaunch`), else None."""
+    if given is not None:
+        return Path(given)
+    nested = Path(reference_dir) / RELAUNCH_DIR
+    return nested if (nested / "manifest.json").is_file() else None
+
+
+def load_relaunch(reference: Run, relaunch_dir: str | Path) -> Run:
+    """The second launch, once it is shown to be measured like the reference."""
+    second = load_run(relaunch_dir)
+    problems = _config_problems(reference, second, other="second launch")
+    for name in sorted(set(reference.prompt_sets) & set(second.prompt_sets)):
+        if _sha256(reference, name) != _sha256(second, name):
+            problems.append(f"prompt set {name!r} differs")
+    if second.open_loop != reference.open_loop:
+        problems.append("one is open-loop, the other closed-loop")
+    if problems:
+        raise RegressInputError(
+            f"the reference's second launch {second.path} was not measured like the reference: "
+            + "; ".join(problems)
+            + "; sweep both launches with the same settings (scripts/gpu_regression.py reference)")
+    return second
+
+
 def comparable(
-    reference: Run, candidate: Run, allow_config_changes: Sequence[str] = ()
+    reference: Run, candidate: Run, allow_config_changes: Sequence[str] = (),
+    relaunch_dir: str | Path | None = None,
 ) -> Comparable:
     """Check that two runs can be compared (raise RegressInputError if not); the points to judge.
 
     `allow_config_changes`: dotted manifest paths (e.g. ``sim.profile``) whose difference is
     intended, as when a planted slow profile is passed by path; they are noted, not refused.
+    `relaunch_dir`: the reference's second launch (:func:`relaunch_of`), or None.
     """
     unknown = sorted(set(allow_config_changes) - set(allowed_config_fields()))
     if unknown:
@@ -317,4 +385,9 @@ def comparable(
     if flagged:
         notes.append("flagged points (their numbers may not reflect the server): "
                      + "; ".join(flagged))
-    return Comparable(ref, cand, keys, sorted({s for _, s, _ in ref}), notes)
+    second = None if relaunch_dir is None else load_relaunch(reference, relaunch_dir)
+    if second is not None:
+        notes.append(f"limits from two launches of the reference ({reference.path} and "
+                     f"{second.path})")
+    return Comparable(ref, cand, keys, sorted({s for _, s, _ in ref}), notes,
+                      None if second is None else samples(second.summary), second)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from specbench.regress.inputs import Key, Samples, analysis_entry
-from specbench.regress.thresholds import Thresholds
+from specbench.regress.thresholds import GOODPUT, Thresholds, launch_sd, widened
 from specbench.regress.verdict import (
     CrossoverComparison,
     Finding,
     GroupComparison,
+    MetricComparison,
     PointComparison,
     describe_crossover,
     pct,
@@ -340,6 +341,128 @@ def _noisy_note(
             "threshold; lengthen the window or add repeats before trusting the gate")
 
 
+# ---------------------------------------------------------------------------------------------
+# latency percentiles and goodput
+
+
+@dataclass(frozen=True)
+class _MetricTest:
+    """Whether the candidate is worse at one point on one metric, and how that was tested."""
+
+    test: str  # "mann-whitney" | "intervals" | "two-launch" | "none"
+    significant: bool | None
+    log_ratio_var: float | None
+
+
+def _pooled(values: Sequence[float], ses: Sequence[float]) -> tuple[float, float]:
+    """Mean of a point's repeats and its standard error."""
+    return float(np.mean(values)), math.sqrt(sum(se * se for se in ses)) / len(ses)
+
+
+def _metric_test(metric: str, rise: bool, ref: Samples, cand: Samples, sd: float | None,
+                 th: Thresholds) -> _MetricTest:
+    """Repeats: the rank test. Standard errors on both sides (goodput): 95% intervals apart.
+    A two-launch reference: its spread is the noise (a relaunch differs by ~N(0, 2 sd^2)).
+    Else no test: a percentile has no interval in the summary."""
+    a, b = ref.metrics[metric], cand.metrics[metric]
+    if min(len(a), len(b)) >= th.min_rank_repeats:
+        p_value = mann_whitney_u(b, a, "greater" if rise else "less").p_value
+        var_a, var_b = _repeat_log_var(a), _repeat_log_var(b)
+        var = None if var_a is None or var_b is None else var_a + var_b
+        return _MetricTest("mann-whitney", p_value <= th.alpha, var)
+    if metric in ref.metric_se and metric in cand.metric_se:
+        (ref_v, ref_se), (cand_v, cand_se) = (_pooled(a, ref.metric_se[metric]),
+                                              _pooled(b, cand.metric_se[metric]))
+        apart = (cand_v - 1.96 * cand_se > ref_v + 1.96 * ref_se if rise
+                 else cand_v + 1.96 * cand_se < ref_v - 1.96 * ref_se)
+        return _MetricTest("intervals", apart, (ref_se / ref_v) ** 2 + (cand_se / cand_v) ** 2)
+    if sd is not None:
+        var = 2 * sd * sd
+        bad_log = math.log(float(np.median(b)) / float(np.median(a))) * (1 if rise else -1)
+        significant = bad_log > 0 and (var == 0 or p_below_zero(-bad_log, math.sqrt(var))
+                                       <= th.alpha)
+        return _MetricTest("two-launch", significant, var)
+    return _MetricTest("none", None, None)
+
+
+def _change_range(ratios: Sequence[float]) -> str:
+    changes = sorted(abs(r - 1) * 100 for r in ratios)
+    lo, hi = changes[0], changes[-1]
+    return f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f}%"
+
+
+def _metric_message(label: str, m: MetricComparison, j: _Judgement, untested: bool,
+                    repeats: int) -> str:
+    n = len(m.levels)
+    head = f"{label}: {m.label} {pct(m.geomean_ratio)} (geomean over {n} level{'s' * (n != 1)}"
+    if j.run:
+        lo, hi = m.levels[j.run[0]], m.levels[j.run[-1]]
+        where = (f"{levels_text(lo, hi)} {'above' if m.rise_is_worse else 'below'} by "
+                 f"{_change_range([m.ratios[i] for i in j.run])}")
+    else:
+        where = f"worst {m.worst_text}"
+    limit = f"limit {m.limit_text}"
+    if m.launch_sd_pct:
+        limit += f", the reference's two launches apart by sd {m.launch_sd_pct:.1f}%"
+    text = f"{head}; {where}; {limit})"
+    if untested:
+        text += ("; some levels could not be tested (not in the reference's second launch, "
+                 f"fewer than {repeats} repeats a side)")
+    return text
+
+
+def compare_metric(
+    metric: str, label: str, keys: Sequence[Key], ref: dict[Key, Samples],
+    cand: dict[Key, Samples], relaunch: dict[Key, Samples] | None, th: Thresholds,
+) -> tuple[MetricComparison, Finding | None] | None:
+    """One latency percentile (a rise is worse) or goodput (a drop is) over a group's levels,
+    by the throughput's rules, the limit widened by the reference's two launches; None where
+    the two runs do not both carry it."""
+    rise = metric != GOODPUT
+    levels = [k for k in keys if metric in ref[k].metrics and metric in cand[k].metrics]
+    if not levels:
+        return None
+    sd = None
+    if relaunch is not None:
+        sd = launch_sd([(float(np.median(ref[k].metrics[metric])),
+                         float(np.median(relaunch[k].metrics[metric])))
+                        for k in levels if k in relaunch and metric in relaunch[k].metrics])
+    fail_pct, warn_pct = widened(*((th.latency_fail_pct, th.latency_warn_pct) if rise else
+                                   (th.goodput_fail_pct, th.goodput_warn_pct)), sd or 0.0, rise)
+    ratios = [float(np.median(cand[k].metrics[metric])) / float(np.median(ref[k].metrics[metric]))
+              for k in levels]
+    tests = [_metric_test(metric, rise, ref[k], cand[k], sd, th) for k in levels]
+
+    def as_drop(limit_pct: float) -> float:  # _judge reads limits as drops of a ratio
+        return 100 * (1 - 1 / (1 + limit_pct / 100)) if rise else limit_pct
+
+    j = _judge([1 / r if rise else r for r in ratios], [t.significant for t in tests],
+               [t.log_ratio_var for t in tests], fail_pct=as_drop(fail_pct),
+               warn_pct=as_drop(warn_pct), th=th, untested_counts=False)
+    # No noise model (one launch, one repeat, no interval): how far a percentile moves on its
+    # own is unknown, and on the simulator TTFT moved 30-75% at single points between two
+    # identical runs. Such a metric is shown, never judged; the caller names it once.
+    untested = all(t.test == "none" for t in tests)
+    status = "ok" if untested else ("warn" if j.status == "insufficient" else j.status)
+    comparison = MetricComparison(
+        metric=metric, rise_is_worse=rise, levels=tuple(k[2] for k in levels),
+        ratios=tuple(ratios), geomean_ratio=geomean(ratios), fail_pct=fail_pct,
+        warn_pct=warn_pct, launch_sd_pct=None if sd is None else 100 * sd,
+        test=worst_test(tests), status=status,
+        beyond_untested=untested and j.status == "insufficient",
+    )
+    finding = None if status == "ok" else Finding(
+        status, metric, label,
+        _metric_message(label, comparison, j, j.status == "insufficient", th.min_rank_repeats))
+    return comparison, finding
+
+
+def worst_test(tests: Sequence[_MetricTest]) -> str:
+    """The weakest test a group's points had (what its verdict rests on at worst)."""
+    order = ("none", "two-launch", "intervals", "mann-whitney")
+    return min((t.test for t in tests), key=order.index)
+
+
 def compare_group(
     mode: str,
     prompt_set: str,
@@ -347,14 +470,23 @@ def compare_group(
     ref: dict[Key, Samples],
     cand: dict[Key, Samples],
     th: Thresholds,
+    relaunch: dict[Key, Samples] | None = None,
 ) -> tuple[GroupComparison, list[PointComparison], list[str]]:
-    """One mode and prompt set over its levels: throughput, acceptance, error rate; notes."""
+    """One mode and prompt set over its levels: throughput, acceptance, error rate, latency
+    percentiles and goodput (`relaunch`: the reference's second launch, if any); notes."""
     label = f"{mode}/{prompt_set}"
     points = [compare_point(k, ref[k], cand[k], th) for k in keys]
     findings: list[Finding] = []
     notes: list[str] = []
     tj = _throughput(label, points, th, findings)
     accept_status, accept_geo = _acceptance_check(label, points, th, findings, notes)
+    metrics = []
+    for metric in (*th.latency_metrics, GOODPUT):
+        found = compare_metric(metric, label, keys, ref, cand, relaunch, th)
+        if found is not None:
+            metrics.append(found[0])
+            if found[1] is not None:
+                findings.append(found[1])
     err_status, ref_rate, cand_rate, err_p = _error_check(
         [ref[k] for k in keys], [cand[k] for k in keys], th)
     if err_status != "ok":
@@ -369,7 +501,8 @@ def compare_group(
         worst_concurrency=worst_point.concurrency, worst_ratio=worst_point.ratio,
         accept_ratio=accept_geo, ref_error_rate=ref_rate, cand_error_rate=cand_rate,
         throughput_status=tj.status, accept_status=accept_status, error_status=err_status,
-        status=worst((tj.status, accept_status, err_status)), findings=tuple(findings),
+        status=worst((tj.status, accept_status, err_status, *(m.status for m in metrics))),
+        findings=tuple(findings), metrics=tuple(metrics),
     )
     noisy = _noisy_note(label, keys, ref, cand, th)
     if noisy:

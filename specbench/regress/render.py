@@ -22,8 +22,13 @@ from specbench.regress.verdict import (
     accept_cell,
     describe_crossover,
     errors_cell,
+    metric_cells,
+    metric_columns,
+    metric_label,
+    metric_verdict,
     pct,
     unusable_json,
+    worst,
 )
 from specbench.results.points import level_text, levels_text
 from specbench.results.store import atomic_write
@@ -49,6 +54,19 @@ def render_terminal(verdict: Verdict, console: Console) -> None:
             f"[{_STYLE[g.status]}]{WORD[g.status]}[/]",
         )
     console.print(table)
+    names = metric_columns(verdict)
+    if names:
+        mt = Table(title="latency and goodput, geomean change",
+                   title_justify="left")
+        mt.add_column("mode/prompt set")
+        for name in names:
+            mt.add_column(metric_label(name), justify="right")
+        mt.add_column("verdict")
+        for g in verdict.groups:
+            status = worst(m.status for m in g.metrics)
+            mt.add_row(g.label, *metric_cells(g, names),
+                       f"[{_STYLE[status]}]{metric_verdict(g)}[/]")
+        console.print(mt)
     if verdict.crossovers:
         xt = Table(title="crossovers (plain-server: EAGLE-3 vs the baseline; one-server: vs "
                    "its zero-step path)", title_justify="left")

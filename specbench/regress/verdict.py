@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -49,7 +49,8 @@ class Finding:
     """One line a user reads: what regressed (or warns) and where."""
 
     status: str  # "fail" | "insufficient" | "warn"
-    check: str  # "output_tok_s" | "accept_length" | "error_rate" | "crossover"
+    check: str  # "output_tok_s" | "accept_length" | "error_rate" | "crossover", or a latency
+    # or goodput column ("tpot_ms_p90", "goodput_req_s")
     subject: str  # "eagle3/coding" or "crossover/coding"
     text: str
 
@@ -83,6 +84,48 @@ class PointComparison:
         return (self.ratio - 1.0) * 100.0
 
 
+def metric_label(metric: str) -> str:
+    """A summary column as people say it: "tpot_ms_p90" -> "TPOT p90", "goodput_req_s" ->
+    "goodput"."""
+    if metric == "goodput_req_s":
+        return "goodput"
+    name, _, pctl = metric.partition("_ms_")
+    return f"{name.upper()} {pctl}" if pctl else metric
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One latency percentile or goodput of one mode and prompt set over its levels."""
+
+    metric: str  # the summary column: "tpot_ms_p90", "goodput_req_s"
+    rise_is_worse: bool  # True for a latency, False for goodput
+    levels: tuple[float, ...]
+    ratios: tuple[float, ...]  # candidate / reference (medians over repeats) per level
+    geomean_ratio: float
+    fail_pct: float  # the limit applied: the option's, or wider from the reference's launches
+    warn_pct: float
+    launch_sd_pct: float | None  # sd of the metric's log between the reference's two launches
+    test: str  # the weakest point's: "mann-whitney" | "intervals" | "two-launch" | "none"
+    status: str
+    beyond_untested: bool = False  # beyond the fail limit where no point could be tested
+
+    @property
+    def label(self) -> str:
+        return metric_label(self.metric)
+
+    @property
+    def worst_text(self) -> str:
+        """The level that moved most the wrong way: "c=64 +20.1%"."""
+        pick = max if self.rise_is_worse else min
+        i = pick(range(len(self.ratios)), key=lambda k: self.ratios[k])
+        return f"{level_text(self.levels[i])} {pct(self.ratios[i])}"
+
+    @property
+    def limit_text(self) -> str:
+        """The fail limit as a signed change: "+5.0%" for a latency, "-5.0%" for goodput."""
+        return f"{'+' if self.rise_is_worse else '-'}{self.fail_pct:.1f}%"
+
+
 @dataclass(frozen=True)
 class GroupComparison:
     """Verdict for one mode and prompt set over all matched concurrency levels."""
@@ -103,6 +146,7 @@ class GroupComparison:
     error_status: str
     status: str
     findings: tuple[Finding, ...]
+    metrics: tuple[MetricComparison, ...] = ()  # latency percentiles and goodput
 
     @property
     def label(self) -> str:
@@ -209,6 +253,25 @@ def errors_cell(g: GroupComparison) -> str:
     return f"{g.ref_error_rate:.1%} -> {g.cand_error_rate:.1%}"
 
 
+def metric_columns(verdict: Verdict) -> list[str]:
+    """The latency and goodput columns any group compared, in the order they were judged."""
+    return list(dict.fromkeys(m.metric for g in verdict.groups for m in g.metrics))
+
+
+def metric_verdict(g: GroupComparison) -> str:
+    """One group's latency and goodput verdict word: the worst status, or "untested" where no
+    point of any of its metrics could be tested."""
+    if g.metrics and all(m.test == "none" for m in g.metrics):
+        return "untested"
+    return WORD[worst(m.status for m in g.metrics)]
+
+
+def metric_cells(g: GroupComparison, names: Sequence[str]) -> list[str]:
+    """Each metric's geometric mean change in one group ("-" where it was not compared)."""
+    by_name = {m.metric: m for m in g.metrics}
+    return [pct(by_name[n].geomean_ratio) if n in by_name else "-" for n in names]
+
+
 def markdown(verdict: Verdict) -> str:
     """The verdict as GitHub-flavoured Markdown (the job's step summary)."""
     heading = {"regression": "REGRESSION", "insufficient": "insufficient data",
@@ -218,7 +281,10 @@ def markdown(verdict: Verdict) -> str:
         "",
         f"Reference `{verdict.reference}` vs candidate `{verdict.candidate}` "
         f"(fail at -{verdict.thresholds.fail_pct:g}% output tok/s, "
-        f"-{verdict.thresholds.accept_fail_pct:g}% accept length).",
+        f"-{verdict.thresholds.accept_fail_pct:g}% accept length"
+        + (f", +{verdict.thresholds.latency_fail_pct:g}% latency, "
+           f"-{verdict.thresholds.goodput_fail_pct:g}% goodput" if metric_columns(verdict)
+           else "") + ").",
         "",
         "| mode/prompt set | levels | output tok/s (geomean) | worst point | accept length "
         "| error rate | verdict |",
@@ -230,6 +296,14 @@ def markdown(verdict: Verdict) -> str:
             f"{level_text(g.worst_concurrency)} {pct(g.worst_ratio)} | {accept_cell(g)} | "
             f"{errors_cell(g)} | {WORD[g.status]} |"
         )
+    metric_names = metric_columns(verdict)
+    if metric_names:
+        lines += ["", "| mode/prompt set | " + " | ".join(
+            metric_label(m) for m in metric_names) + " | verdict |",
+            "|---|" + "---:|" * len(metric_names) + "---|"]
+        for g in verdict.groups:
+            lines.append(f"| {g.label} | " + " | ".join(metric_cells(g, metric_names))
+                         + f" | {metric_verdict(g)} |")
     if verdict.crossovers:
         lines += ["",
                   "| prompt set | decision | reference | candidate | shift (levels) | verdict |",
