@@ -49,7 +49,9 @@ class PointSpec:
     window_max_requests: int | None = None
     # Closed loop, one client process: past window_s the window stays open until this many
     # requests have finished in it, or until window_max_s (wall) has passed since it opened.
-    # None, or a cap not above window_s: it ends at window_s.
+    # None, or a cap not above window_s: it ends at window_s. Where every request has the same
+    # max_tokens and warmup_min_requests is set, it then waits for a round's edge, under the
+    # same cap (runner.py: a lockstep loop's window of whole cycles).
     window_min_requests: int | None = None
     window_max_s: float | None = None
     request_timeout_s: float = 600.0
@@ -132,7 +134,8 @@ class PointResult:
     concurrency: int
     protocol: str
     # window_s | window_max_requests | window_min_requests (held open until enough finished) |
-    # max_window_s (held open, capped) | server_gone | drained (open loop)
+    # round_end (equal caps: held to the phase it opened at) | max_window_s (held open, capped)
+    # | server_gone | drained (open loop)
     end_reason: str
     # The window opened although not all users were in flight (failures kept some idle).
     window_forced_open: bool = False

@@ -20,6 +20,20 @@ Timeline of a point (all times ``time.monotonic()``, the clock the simulator als
                            requests at window_s stays open until the one that makes them
                            enough ends, or until window_max_s: either way a cut at one
                            instant, as the metrics need (tok/s over the window's edges).
+                           With every request capped alike, it then closes on a round's
+                           edge instead (see below).
+
+Equal output caps make a closed loop periodic: the users' requests end in one wave, are
+prefilled again together and decode together, and the server's output rate swings over that
+cycle (4.3 GPU-s at c = 250 on the simulated H200 with 256-word prompts and 128 tokens). The
+warmup ends at a fixed phase of it (once the wave's first tokens are in), so a window of n
+cycles and a fraction counts the phase that fraction covers n + 1 times and the rest n times: a
+20-s window there read 6% over the server's rate over whole cycles (issue 58's +9% against
+SGLang's own client). Such a window closes where it opened in the cycle instead: the warmup's
+count was met at the N-th end; past window_s the runner waits for the (N + kc)-th end (k >= 1:
+whole rounds of c ends), then for the requests in flight at that end to answer, as the warmup
+did. Without a cycle this costs about half a request's time and a first token; with one, the
+window is whole cycles.
 
 A first use stalls a fresh server: SGLang with FlashInfer compiles a kernel (its cascade module)
 the first time a prefill hits the prefix cache, and no request gets a token for seconds. The
@@ -193,6 +207,16 @@ class _Point:
                 and spec.request_rate is None):
             self.min_requests = spec.window_min_requests
         self.held_open = False  # past window_s, waiting for min_requests
+        # Closed loop in one process, steady-state warmup, room past window_s and one output cap
+        # for every request: the window closes on a round's edge (module docstring).
+        self.rounds = (gate is None and spec.request_rate is None
+                       and spec.warmup_min_requests > 0 and spec.window_max_s is not None
+                       and spec.window_max_s > spec.window_s
+                       and len({r.max_tokens for r in spec.requests}) == 1)
+        self.ends_since_count = 0  # requests ended since the warmup's count was met
+        self.round_due = False  # the window may close at the next round's edge
+        self.round_close: asyncio.Task[None] | None = None
+        self.answered = False  # the warmup ended on its count and answers, not on its cap
         self.opened = asyncio.Event()
         self.warm_enough = asyncio.Event()
         if spec.warmup_min_requests <= 0:
@@ -226,9 +250,11 @@ class _Point:
         self.cpu_start = time.process_time()
         self.window_forced_open = forced
         self.opened.set()
+        # A window that did not open on the warmup's answers has no phase to close on.
+        self.rounds = self.rounds and self.answered and not forced
         loop = asyncio.get_running_loop()
         # loop.time() is time.monotonic(), so the deadline is exact on the same clock.
-        if self.min_requests is None:
+        if self.min_requests is None and not self.rounds:
             loop.call_at(self.window_start + self.window_cap_s(), self.close, "window_s")
         else:
             loop.call_at(self.window_start + self.spec.window_s, self.window_s_passed)
@@ -236,22 +262,43 @@ class _Point:
 
     def window_cap_s(self) -> float:
         """The longest the window may stay open (wall seconds)."""
-        if self.min_requests is not None and self.spec.window_max_s is not None:
+        if (self.min_requests is not None or self.rounds) and self.spec.window_max_s is not None:
             return self.spec.window_max_s
         return self.spec.window_s
 
     def window_s_passed(self) -> None:
         """At window_s: close, unless fewer than min_requests have finished in the window; then
         the request that makes them enough closes it as it ends (finish), or the cap does."""
-        assert self.min_requests is not None
         if self.closing.is_set():
             return
-        if self.finished_in_window >= self.min_requests:
-            self.close("window_s")
+        if self.min_requests is None or self.finished_in_window >= self.min_requests:
+            self.window_filled("window_s")
             return
         self.held_open = True
+        self.show_cap()
+
+    def window_filled(self, reason: str) -> None:
+        """The window holds enough: close now, or at the next round's edge (rounds)."""
+        if not self.rounds:
+            self.close(reason)
+            return
+        self.round_due = True
+        self.show_cap()
+
+    def show_cap(self) -> None:
         if self.spec.live is not None:  # the display's "window x/y s" counts to the cap
             self.spec.live.window_s = self.window_cap_s()
+
+    def round_edge(self) -> None:
+        """A round of c ends is complete: close once the requests now in flight answer."""
+        cutoff = time.monotonic()
+        self.round_due = False
+        self.round_close = asyncio.get_running_loop().create_task(
+            self.close_answered(cutoff))
+
+    async def close_answered(self, cutoff: float) -> None:
+        await self.wait_answering(None, cutoff)
+        self.close("round_end")
 
     def close(self, reason: str, at: float | None = None) -> None:
         if self.closing.is_set():
@@ -351,6 +398,8 @@ class _Point:
 
     def finish(self, flight: Flight) -> None:
         """Account for a request that ended (not cancelled)."""
+        if self.t_count_met > 0:
+            self.ends_since_count += 1
         if self.window_start is None:
             # Ended before the window: warmup, unmeasured; its bytes are dropped here.
             self.warmup_records += 1
@@ -371,7 +420,11 @@ class _Point:
                     self.close("window_max_requests")
                 elif self.held_open and self.min_requests is not None \
                         and self.finished_in_window >= self.min_requests:
-                    self.close("window_min_requests")
+                    self.held_open = False
+                    self.window_filled("window_min_requests")
+            if (self.round_due and not self.closing.is_set()
+                    and self.ends_since_count % self.spec.concurrency == 0):
+                self.round_edge()
         else:
             self.kept.append(flight)  # ended between the close and the cancellation
         self.watch_server(flight)
@@ -389,9 +442,10 @@ class _Point:
         elif cls in (None, "http_status", "malformed_chunk"):
             self.dead_since = None  # the server answered
 
-    def answering(self) -> bool:
+    def answering(self, cutoff_s: float | None = None) -> bool:
         """Whether the requests in flight when the warmup's count was reached (and the one
-        sent on that request's end) have had their first bytes.
+        sent on that request's end) have had their first bytes; with `cutoff_s`, those in
+        flight at that instant (a round's edge, for the window's close).
 
         A first-use compile in SGLang (FlashInfer's cascade kernel at the first prefix-cache
         hit, a kernel for a shape not seen yet) runs when a prefill is scheduled and holds every
@@ -401,13 +455,14 @@ class _Point:
         about one time-to-first-token without a stall and keeps windows of servers measured
         with the same prompts on the same requests.
         """
-        cutoff = self.t_count_met + _SAME_MOMENT_S
+        cutoff = (self.t_count_met if cutoff_s is None else cutoff_s) + _SAME_MOMENT_S
         return all(flight is None or flight.t_send > cutoff or bool(flight.times)
                    for flight in self.current)
 
-    async def wait_answering(self, deadline: float | None) -> None:
+    async def wait_answering(self, deadline: float | None, cutoff_s: float | None = None
+                             ) -> None:
         """Poll :meth:`answering` until it holds, the point closes or `deadline` passes."""
-        while not self.closing.is_set() and not self.answering():
+        while not self.closing.is_set() and not self.answering(cutoff_s):
             if deadline is not None and time.monotonic() >= deadline:
                 return
             await asyncio.sleep(_ANSWERING_POLL_S)
@@ -491,6 +546,7 @@ class _Point:
                 await _wait_any([self.warm_enough, self.closing], None)
             if spec.warmup_min_requests > 0:  # a steady-state warmup was asked for
                 await self.wait_answering(deadline)
+                self.answered = self.warm_enough.is_set() and self.answering()
             self.warm = True
             if self.gate is not None:
                 await self.gate.open(self)
@@ -514,6 +570,8 @@ class _Point:
             if spec.scrape_metrics and not self.server_gone:
                 after = await self.scrape()
         finally:
+            if self.round_close is not None:
+                background.append(self.round_close)
             for task in [*users, *background]:
                 task.cancel()
             await asyncio.gather(*users, *background, return_exceptions=True)
