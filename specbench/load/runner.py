@@ -43,7 +43,7 @@ and the point measured again.
 
 The per-chunk hot path is one clock read and two list appends (the raw bytes and their
 arrival time). Streams are parsed by :mod:`specbench.load.protocols` after the point is over,
-outside the measured window: benchmarks/README.md has the numbers that chose this.
+outside the measured window: lab/notes/benchmarks.md has the numbers that chose this.
 
 The runner never raises on a bad response. Each failure is classified (see
 ``protocols.ERROR_CLASSES``) and counted, and the users keep going, but not in a tight loop: a
