@@ -21,7 +21,6 @@ and agentic runs:
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -30,7 +29,8 @@ from typing import Any
 import numpy as np
 from fit_profile import parse_decode_log  # type: ignore[import-not-found]  # this folder
 
-from specbench.sim.costmodel import decode_step, load_profile
+from specbench.sim.costmodel import load_profile
+from tests.fit_steps import real_over_model  # on sys.path through fit_profile
 
 RUNS = Path(__file__).resolve().parents[2] / "results" / "gpu"
 DEFAULT_PREFIX = "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-"
@@ -55,17 +55,6 @@ def median_errors(found: list[Any], grid: np.ndarray) -> list[float]:
         coef, *_ = np.linalg.lstsq(x, step_ms, rcond=None)
         errors.append(float(np.median(np.abs(x @ coef - step_ms) / step_ms)))
     return errors
-
-
-def real_over_model(found: list[Any], profile: Any, share: float) -> float:
-    """Median real step / the profile's at each line's own contexts, shared reads at `share`."""
-    profile = dataclasses.replace(
-        profile, overheads=dataclasses.replace(profile.overheads, shared_read_fraction=share))
-    return statistics.median(
-        x.step_ms / decode_step(profile, x.batch, x.kv_tokens, speculative=x.mode != "baseline",
-                                num_steps=0, skip_zero_step_draft_extend=True,
-                                shared_read_tokens=max(0.0, x.kv_tokens - x.pool_tokens)).total_ms
-        for x in found)
 
 
 def main() -> None:

@@ -57,7 +57,8 @@ runpy.run_module("sglang.benchmark.serving", run_name="__main__")
 '''
 
 
-def _missing(python: str) -> list[str]:
+def missing_modules(python: str) -> list[str]:
+    """What `python` lacks to run SGLang's client (the contract tests' probe)."""
     probe = ("import importlib.util, json\n"
              f"print(json.dumps([m for m in {list(NEEDED)!r} "
              "if importlib.util.find_spec(m) is None]))\n")
@@ -73,7 +74,7 @@ def _missing(python: str) -> list[str]:
 @pytest.fixture(scope="module")
 def sglang_line(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The line SGLang's client wrote after 4 requests to the simulated EAGLE-3 server."""
-    missing = _missing(SGLANG_PYTHON)
+    missing = missing_modules(SGLANG_PYTHON)
     if missing:
         pytest.skip(f"{SGLANG_PYTHON} cannot run SGLang's bench_serving (missing: "
                     f"{', '.join(missing)}); run scripts/install_sglang_contract.sh or set "

@@ -55,6 +55,7 @@ from specbench.engines import sglang as sg
 from specbench.engines.process import http_get
 from specbench.load.protocols import BodyOptions
 from specbench.load.runner import PointSpec, run_point_sync
+from tests.engines.test_contract_export import missing_modules
 from tests.harness import SIM_TIME_SCALE, run_cli, sim_server
 
 # Both tests run the simulator in real time (conftest: serial).
@@ -63,8 +64,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.serial]
 SGLANG_PYTHON = os.environ.get("SPECBENCH_SGLANG_PYTHON", sys.executable)
 CONTRACT_VERSION = "0.5.23"
 ORACLE = Path(__file__).resolve().parent / "oracle"
-NEEDED = ("sglang", "transformers", "tokenizers", "aiohttp", "requests")
-
 LEVELS = (16, 64, 250)
 OUTPUT_TOKENS = 128
 PROMPT_WORDS = 256
@@ -93,20 +92,6 @@ for flags in json.loads(Path(sys.argv[3]).read_text()):
     sys.argv = ["sglang.benchmark.serving", "--tokenizer", str(target), *flags]
     runpy.run_module("sglang.benchmark.serving", run_name="__main__")
 '''
-
-
-def missing_modules(python: str) -> list[str]:
-    """What `python` lacks to run SGLang's client (the contract tests' probe)."""
-    probe = ("import importlib.util, json\n"
-             f"print(json.dumps([m for m in {list(NEEDED)!r} "
-             "if importlib.util.find_spec(m) is None]))\n")
-    try:
-        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60,
-                             check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return [f"a working {python}"]
-    missing: list[str] = json.loads(out)
-    return missing
 
 
 def write_prompts(folder: Path, rows: int, seed: int = 0) -> tuple[Path, Path]:
