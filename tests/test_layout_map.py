@@ -73,3 +73,12 @@ def test_each_package_says_what_it_is() -> None:
     for init in PACKAGE.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and re.match(r"\S", doc), f"{init.relative_to(REPO)} has no docstring"
+
+
+def test_the_package_says_why_not_history() -> None:
+    # Comments and docstrings in the package say why; the history (issue numbers, the design
+    # notes outside the repository) stays in commits and lab/.
+    history = re.compile(r"DESIGN §|[Ii]ssue [0-9]+")
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if history.search(line)]
+    assert found == []

@@ -28,7 +28,7 @@ prefilled again together and decode together, and the server's output rate swing
 cycle (4.3 GPU-s at c = 250 on the simulated H200 with 256-word prompts and 128 tokens). The
 warmup ends at a fixed phase of it (once the wave's first tokens are in), so a window of n
 cycles and a fraction counts the phase that fraction covers n + 1 times and the rest n times: a
-20-s window there read 6% over the server's rate over whole cycles (issue 58's +9% against
+20-s window there read 6% over the server's rate over whole cycles (a +9% against
 SGLang's own client). Such a window closes where it opened in the cycle instead: the warmup's
 count was met at the N-th end; past window_s the runner waits for the (N + kc)-th end (k >= 1:
 whole rounds of c ends), then for the requests in flight at that end to answer, as the warmup
