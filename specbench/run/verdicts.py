@@ -204,7 +204,9 @@ def went_away(mode: str, server: Server, log_from: int | None, restarting: bool)
     point began; `restarting`: the sweep starts it again, which moves its log aside)."""
     # A crashing server logs why as it exits: the client can see its connections drop first.
     server.wait_exit(EXIT_WAIT_S)
-    cause = crash_cause(server.log_path, log_from)
+    # It may have died between points, before this one's log began; the log is this launch's
+    # alone (a relaunch moves it aside), so its whole text is this server's.
+    cause = crash_cause(server.log_path, log_from) or crash_cause(server.log_path, 0)
     log_path = server.log_path
     if restarting and log_path is not None:
         log_path = kept_log_path(log_path)  # where process.fresh_log will keep it
