@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.engines import test_two_clients as two  # noqa: E402  (after the path insert)
+from tests.engines.test_contract_export import missing_modules  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     # The simulator and the sweep run as subprocesses: this checkout's code, whatever is installed.
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    missing = two.missing_modules(python)
+    missing = missing_modules(python)
     if missing:
         sys.exit(f"error: {python} cannot run SGLang's client (missing: {', '.join(missing)}); "
                  "run scripts/install_sglang_contract.sh or set SPECBENCH_SGLANG_PYTHON")

@@ -71,15 +71,20 @@ def missing_modules(python: str) -> list[str]:
     return missing
 
 
-@pytest.fixture(scope="module")
-def sglang_line(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The line SGLang's client wrote after 4 requests to the simulated EAGLE-3 server."""
+def require_bench_serving() -> None:
+    """Skip where SGLANG_PYTHON cannot run SGLang's client; fail where it is another SGLang."""
     missing = missing_modules(SGLANG_PYTHON)
     if missing:
         pytest.skip(f"{SGLANG_PYTHON} cannot run SGLang's bench_serving (missing: "
                     f"{', '.join(missing)}); run scripts/install_sglang_contract.sh or set "
                     "SPECBENCH_SGLANG_PYTHON")
     assert sg.sglang_version(SGLANG_PYTHON) == CONTRACT_VERSION
+
+
+@pytest.fixture(scope="module")
+def sglang_line(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The line SGLang's client wrote after 4 requests to the simulated EAGLE-3 server."""
+    require_bench_serving()
     work = tmp_path_factory.mktemp("bench")
     runner = work / "run_bench.py"
     runner.write_text(RUNNER)

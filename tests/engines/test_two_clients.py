@@ -40,7 +40,6 @@ import os
 import random
 import string
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,18 +50,15 @@ import pytest
 
 from specbench import metrics, prompts
 from specbench.config import ServerConfig
-from specbench.engines import sglang as sg
 from specbench.engines.process import http_get
 from specbench.load.protocols import BodyOptions
 from specbench.load.runner import PointSpec, run_point_sync
-from tests.engines.test_contract_export import missing_modules
+from tests.engines.test_contract_export import SGLANG_PYTHON, require_bench_serving
 from tests.harness import SIM_TIME_SCALE, run_cli, sim_server
 
 # Both tests run the simulator in real time (conftest: serial).
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
-SGLANG_PYTHON = os.environ.get("SPECBENCH_SGLANG_PYTHON", sys.executable)
-CONTRACT_VERSION = "0.5.23"
 ORACLE = Path(__file__).resolve().parent / "oracle"
 LEVELS = (16, 64, 250)
 OUTPUT_TOKENS = 128
@@ -227,12 +223,7 @@ def compare(python: str, work: Path, levels: Sequence[int], time_scale: float,
 
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
-    missing = missing_modules(SGLANG_PYTHON)
-    if missing:
-        pytest.skip(f"{SGLANG_PYTHON} cannot run SGLang's bench_serving (missing: "
-                    f"{', '.join(missing)}); run scripts/install_sglang_contract.sh or set "
-                    "SPECBENCH_SGLANG_PYTHON")
-    assert sg.sglang_version(SGLANG_PYTHON) == CONTRACT_VERSION
+    require_bench_serving()
     return compare(SGLANG_PYTHON, tmp_path_factory.mktemp("two-clients"), LEVELS, TIME_SCALE,
                    TEST_ROUNDS, TEST_WARMUP_S, TEST_WINDOW_S)
 
