@@ -169,10 +169,9 @@ def point_intervals(
     # A launch followed by another of the same server may have ended mid-point (a machine
     # taken back): that attempt is in no record, and the resumed sweep measured the point again
     # on the next launch. Where the extra flushes are exactly those launches' last, drop them.
-    cut = [launch for launch in per_launch[:-1] if launch]
-    if len(segments) == sum(attempts) + len(cut) and cut:
-        segments = [seg for launch in per_launch
-                    for seg in (launch[:-1] if launch in cut else launch)]
+    cut = sum(1 for launch in per_launch[:-1] if launch)
+    if cut and len(segments) == sum(attempts) + cut:
+        segments = [seg for launch in per_launch[:-1] for seg in launch[:-1]] + per_launch[-1]
     if len(segments) == sum(attempts):
         last = [sum(attempts[: i + 1]) - 1 for i in range(len(points))]
     elif len(segments) == len(points):  # attempts not recorded per flush

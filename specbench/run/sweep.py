@@ -249,8 +249,8 @@ class Sweep:
         compared = [c for c in static if compared_at_threshold(c)]
         # T chosen from the grid, then again with the points around it (a chord between grid
         # levels misplaces it by a level or two, a wide one by more).
-        # The last round chooses T again too: the dynamic server then runs at the T the
-        # analysis reads off every point, even where its new neighbours were not measured.
+        # The last round chooses T again too, keeping a new T whose neighbours are measured
+        # already: the dynamic server then runs at the T the analysis reads off every point.
         for left in reversed(range(self.cfg.straddle_rounds)):
             running = self.server.config.name if self.server else None
             self.run_configurations(sorted(compared, key=lambda c: c.name != running), progress,
