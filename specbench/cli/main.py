@@ -129,14 +129,16 @@ def report(
     """Print the summary tables and write RUN_DIR/report.md."""
     from specbench import analysis, configurations
     from specbench.report import document as report_mod
+    from specbench.report.why import explained
 
     run = _load(run_dir)
     second = _load(relaunch) if relaunch is not None else None
     if configurations.analyzable(run.modes):
         guard(lambda: analysis.write_analysis(run, relaunch=second))
     console = Console()
-    report_mod.render_terminal(run, console)
-    path = guard(lambda: report_mod.write_report(run))
+    sets = explained(run)  # the logs read once for both
+    report_mod.render_terminal(run, console, sets=sets)
+    path = guard(lambda: report_mod.write_report(run, sets=sets))
     console.print(f"report: {path}")
 
 

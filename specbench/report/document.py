@@ -18,7 +18,7 @@ run without both baseline and eagle3 still gets its tables, only without decisio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from specbench.analysis import current_analysis, point_means
+from specbench.analysis.explain import SetExplanation
 from specbench.analysis.mix import chosen_threshold
 from specbench.analysis.schedule import EFFICIENCY_TARGET
 from specbench.metrics import explain_flag
@@ -289,8 +290,10 @@ def _rich_table(title: str, columns: list[Column], rows: list[LevelRow]) -> Tabl
     return table
 
 
-def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = None) -> None:
-    """Print the finding, then per prompt set its tables, flags and notes."""
+def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = None,
+                    sets: Sequence[SetExplanation] | None = None) -> None:
+    """Print the finding, then per prompt set its tables, flags and notes (`sets`: explain's
+    reading of the run, read here when not given)."""
     result = result if result is not None else current_analysis(run)
     if run.open_loop and result is not None:
         console.print(Panel("\n".join([f"[bold]{result['finding']}[/]", measured_on(run)]),
@@ -298,7 +301,7 @@ def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = 
         arrivals.render_terminal(run, console, result)
         return
     if result is not None:
-        why = finding_sentence(explained(run))
+        why = finding_sentence(explained(run) if sets is None else sets)
         body = "\n".join([f"[bold]{result['finding']}{why}[/]", measured_on(run),
                           *_applied_lines(result)])
         console.print(Panel(body, title="specbench finding", expand=False))
@@ -486,7 +489,8 @@ def _figures_section(run: Run, figure_names: list[str], plot_error: str | None) 
 
 def report_blocks(run: Run, result: dict[str, Any] | None,
                   figure_names: list[str] | None = None,
-                  plot_error: str | None = None) -> list[Block]:
+                  plot_error: str | None = None,
+                  sets: Sequence[SetExplanation] | None = None) -> list[Block]:
     """The report, finding first, as blocks both report.md and report.html are written from."""
     out: list[Block] = [Heading(1, f"specbench report: {run.path.name}")]
     if run.open_loop and result is not None:
@@ -497,7 +501,7 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
         out += [Heading(2, "Flags"), *_flags_section(run), *_gpu_section(run),
                 Heading(2, "Run"), *_run_section(run)]
         return out
-    sets = explained(run)
+    sets = explained(run) if sets is None else sets
     if result is not None:
         out.append(Para((("b", "Finding."), ("", " " + result["finding"] + finding_sentence(sets))),
                         role="finding"))
@@ -543,12 +547,13 @@ def _figures_drawn(run: Run, result: dict[str, Any] | None) -> tuple[list[str], 
     return [n for n in FIGURE_NAMES if (plots_dir / f"{n}.png").exists()], plot_error
 
 
-def write_report(run: Run, result: dict[str, Any] | None = None) -> Path:
+def write_report(run: Run, result: dict[str, Any] | None = None,
+                 sets: Sequence[SetExplanation] | None = None) -> Path:
     """Write <run>/report.md and <run>/report.html (the same blocks; the page embeds the
     figures); figures are drawn first when <run>/plots lacks them. Returns report.md's path."""
     result = result if result is not None else current_analysis(run)
     names, plot_error = _figures_drawn(run, result)
-    blocks = report_blocks(run, result, names, plot_error)
+    blocks = report_blocks(run, result, names, plot_error, sets)
     path = run.path / REPORT_FILE
     atomic_write(path, to_markdown(blocks))
     figures = {b.name: figure_markup(run.path / "plots", b.name, b.caption)

@@ -667,6 +667,7 @@ def conclude(run_dir: Path, console: Console) -> None:
     from specbench import analysis
     from specbench.report import document as report
     from specbench.report import plots
+    from specbench.report.why import explained
 
     run = results.load_run(run_dir)
     if configurations.analyzable(run.modes):
@@ -675,6 +676,7 @@ def conclude(run_dir: Path, console: Console) -> None:
         plots.plot_run(run)
     except Exception as exc:  # a figure failing must not hide the measured numbers
         console.print(f"[yellow]warning:[/] plots failed ({exc})")
-    report.write_report(run)
-    report.render_terminal(run, console)
+    sets = explained(run)  # the logs read once for both
+    report.write_report(run, sets=sets)
+    report.render_terminal(run, console, sets=sets)
     console.print(f"report: {run_dir / 'report.md'}")
