@@ -68,8 +68,6 @@ in-memory result and the file read back by :func:`specbench.results.load_run` ar
 
 from __future__ import annotations
 
-from typing import Any
-
 from specbench import configurations
 from specbench.analysis import arrivals, launches, surface, text
 from specbench.analysis import mix as mix_mod
@@ -85,7 +83,7 @@ from specbench.analysis.curves import (
 from specbench.analysis.intervals import CONFIDENCE, PAIR_BLOCKS, PairedRequests
 from specbench.analysis.prompt_set import analyze_prompt_set
 from specbench.results import Run
-from specbench.results.store import write_json
+from specbench.results.analysis import Analysis, BetweenLaunch, Intervals, write_analysis_file
 from specbench.stats import N_SLICES
 
 __all__ = [
@@ -139,10 +137,10 @@ def applied_threshold(run: Run, prompt_set: str | None = None) -> int | None:
     return None
 
 
-def _intervals(run: Run) -> tuple[dict[str, Any], float]:
+def _intervals(run: Run) -> tuple[Intervals, float]:
     """How the run's errors were made, and the factor on batch-means errors."""
     inflation, lag1 = slice_inflation(run.summary)
-    info: dict[str, Any] = {
+    info: Intervals = {
         "per_point": "repeats when >= 2, else batch means over time slices of the window",
         "ratio": "paired repeats when >= 2, else paired requests (the windows' ratio taken "
                  "apart by request, summed over blocks of consecutive request ids), else "
@@ -156,7 +154,7 @@ def _intervals(run: Run) -> tuple[dict[str, Any], float]:
 
 
 def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
-            relaunch: Run | None = None) -> dict[str, Any]:
+            relaunch: Run | None = None) -> Analysis:
     """The content of analysis.json for a run (see the module docstring for every rule).
 
     `relaunch` is a run of the same servers on another launch: the intervals then carry how
@@ -165,9 +163,9 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
     if run.summary.empty:
         raise AnalysisError(f"{run.path} has no measured points; run `specbench sweep` first")
     if run.open_loop:
-        found = arrivals.analyze_arrivals(run, seed=seed, resamples=resamples)
-        return {"analysis_version": ANALYSIS_VERSION, "finding": text.arrivals_finding(found),
-                **found}
+        open_loop = arrivals.analyze_arrivals(run, seed=seed, resamples=resamples)
+        return {"analysis_version": ANALYSIS_VERSION,
+                "finding": text.arrivals_finding(open_loop), **open_loop}
     present = set(run.modes)
     if not configurations.analyzable(present):
         missing = next(mode for mode in STATIC_MODES if mode not in present)
@@ -177,8 +175,9 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
         )
     requests = PairedRequests(run)
     intervals, inflation = _intervals(run)
-    between = (launches.between_launch_section(run, relaunch, inflation) if relaunch is not None
-               else (run.analysis or {}).get("between_launch"))
+    between: BetweenLaunch | None = (
+        launches.between_launch_section(run, relaunch, inflation) if relaunch is not None
+        else (run.analysis or {}).get("between_launch"))
     sets = {name: analyze_prompt_set(run, name, seed=seed, resamples=resamples,
                                      inflation=inflation, requests=requests, between=between)
             for name in run.prompt_sets}
@@ -192,7 +191,7 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
     if mix is not None:
         for name, loss in mix["loss_by_set"].items():
             sets[name]["loss_at_mix_threshold"] = loss
-    result = {
+    result: Analysis = {
         "analysis_version": ANALYSIS_VERSION,
         "finding": text.finding(sets, recommended, source, mix),
         "recommended_threshold": recommended,
@@ -210,22 +209,22 @@ def analyze(run: Run, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
     return result
 
 
-def write_analysis(run: Run, *, seed: int = 0, relaunch: Run | None = None) -> dict[str, Any]:
+def write_analysis(run: Run, *, seed: int = 0, relaunch: Run | None = None) -> Analysis:
     """Analyse the run and write <run>/analysis.json atomically; returns what was written."""
     result = analyze(run, seed=seed, relaunch=relaunch)
-    write_json(run.path / ANALYSIS_FILE, result)
+    write_analysis_file(run.path / ANALYSIS_FILE, result)
     run.analysis = result
     return result
 
 
-def _stored_or_fresh(run: Run) -> dict[str, Any]:
+def _stored_or_fresh(run: Run) -> Analysis:
     stored = run.analysis
     if stored is not None and stored.get("analysis_version") == ANALYSIS_VERSION:
         return stored
     return analyze(run)
 
 
-def current_analysis(run: Run) -> dict[str, Any] | None:
+def current_analysis(run: Run) -> Analysis | None:
     """The run's analysis: the one loaded or set on it, else computed; None if impossible.
 
     Readers that can show something without a crossover (plots, report of a baseline-only
@@ -242,7 +241,7 @@ def speculative_num_steps(run: Run) -> int:
     return run.manifest.config.server.speculative_num_steps
 
 
-def threshold_summary(run: Run, analysis: dict[str, Any] | None = None) -> str:
+def threshold_summary(run: Run, analysis: Analysis | None = None) -> str:
     """Plain text for `specbench threshold RUN_DIR`: per set both decisions, then the advice."""
     result = analysis if analysis is not None else _stored_or_fresh(run)
     return text.threshold_summary_text(result, speculative_num_steps(run))

@@ -48,6 +48,13 @@ from specbench.analysis.intervals import (
 )
 from specbench.goodput import Slo, share_above
 from specbench.results import Run
+from specbench.results.analysis import (
+    Analysis,
+    DynamicRate,
+    PromptSetAnalysis,
+    RateDecision,
+    RatePoint,
+)
 from specbench.results.manifest import RunDirError
 from specbench.results.points import rate_text
 from specbench.stats import OUTCOMES, crossings, finite_or_none
@@ -158,7 +165,7 @@ def _ratio(num: dict[str, Any], den: dict[str, Any], metric: str) -> tuple[float
 
 
 def decide(run: Run, prompt_set: str, points: dict[str, dict[float, dict[str, Any]]],
-           metric: str, *, seed: int, resamples: int) -> dict[str, Any] | None:
+           metric: str, *, seed: int, resamples: int) -> RateDecision | None:
     """Where EAGLE-3 stops winning on `metric` (tok_s | goodput) over the finite rates."""
     load = run.manifest.config.load
     slo = Slo.from_mapping(load.slo) if load.slo else None
@@ -188,7 +195,7 @@ def decide(run: Run, prompt_set: str, points: dict[str, dict[float, dict[str, An
     outcome = OUTCOMES[int(code[0])]
     baseline = points[DEN]
     batch = [baseline[r].get("server_running_reqs_mean", math.nan) for r in rates]
-    decision: dict[str, Any] = {
+    decision: RateDecision = {
         "metric": metric,
         "outcome": outcome,
         "rates": [rate_text(r) for r in rates],
@@ -227,16 +234,16 @@ def _batch_at(rates: list[float], batch: list[float], rate: float) -> float:
     return float(np.interp(math.log2(rate), xs, ys))
 
 
-def _dynamic(points: dict[str, dict[float, dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+def _dynamic(points: dict[str, dict[float, dict[str, Any]]]) -> dict[str, list[DynamicRate]]:
     """E per rate of every switching server, on tok/s and goodput, with its switches."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[DynamicRate]] = {}
     statics = [points[m] for m in (NUM, DEN) if m in points]
     for mode, curve in points.items():
         config = configurations.parse(mode)
         # zero-step is a threshold server at T = 1: it never switches, it is a static curve.
         if config.adaptive != "threshold" or config.threshold == 1 or not statics:
             continue
-        rows = []
+        rows: list[DynamicRate] = []
         for rate, p in sorted(curve.items()):
             best_tok = max((s[rate]["output_tok_s"] for s in statics if rate in s), default=0.0)
             best_good = max((s[rate].get("goodput_req_s", math.nan) for s in statics
@@ -256,14 +263,14 @@ def _dynamic(points: dict[str, dict[float, dict[str, Any]]]) -> dict[str, list[d
     return out
 
 
-def _clean(point: dict[str, Any]) -> dict[str, Any]:
+def _clean(point: dict[str, Any]) -> RatePoint:
     return {k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in point.items()}
 
 
-def analyze_arrivals(run: Run, *, seed: int = 0, resamples: int = 2000) -> dict[str, Any]:
+def analyze_arrivals(run: Run, *, seed: int = 0, resamples: int = 2000) -> Analysis:
     """analysis.json of an open-loop run."""
     load = run.manifest.config.load
-    sets: dict[str, Any] = {}
+    sets: dict[str, PromptSetAnalysis] = {}
     for name in run.prompt_sets:
         points = _points(run, name)
         tok = decide(run, name, points, "tok_s", seed=seed, resamples=resamples)

@@ -8,16 +8,15 @@ set. Runs without per-request rows (a stored CI reference) have none.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from specbench.results import Run
+from specbench.results.analysis import PromptSetAnalysis, PromptTokens
 from specbench.results.points import measured_keys, point_path
 
 
-def prompt_tokens(run: Run, prompt_set: str) -> dict[str, Any] | None:
+def prompt_tokens(run: Run, prompt_set: str) -> PromptTokens | None:
     """p50, p90, min and max prompt tokens over the set's requests, or None without rows."""
     found = []
     for key in sorted(measured_keys(run.path), key=lambda k: k.label):
@@ -38,14 +37,14 @@ def prompt_tokens(run: Run, prompt_set: str) -> dict[str, Any] | None:
             "min": int(tokens.min()), "max": int(tokens.max()), "n_requests": int(tokens.size)}
 
 
-def phrase(spread: dict[str, Any] | None) -> str:
+def phrase(spread: PromptTokens | None) -> str:
     """"prompts p50 908, p90 1,640 tokens" for a sentence; empty without a spread."""
     if not spread:
         return ""
     return f"prompts p50 {spread['p50']:,}, p90 {spread['p90']:,} tokens"
 
 
-def context_text(name: str, entry: dict[str, Any]) -> str:
+def context_text(name: str, entry: PromptSetAnalysis) -> str:
     """Which traffic a set's threshold holds for: its context bucket (a bucketed run) and the
     prompt lengths that measured it; the line `threshold --write-adaptive-config` prints and
     writes into the file."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,6 +34,7 @@ from specbench.analysis.intervals import (
     ratio_curve,
     ratio_draws,
 )
+from specbench.results.analysis import Decision
 from specbench.stats import OUTCOMES, Crossing, crossings, find_crossing
 
 
@@ -119,7 +119,7 @@ def _edge_meaning(level: int, above: bool, grid: Grid) -> str:
 class _Outcome:
     """What the outcome of one decision sets: its threshold and the points that decide it."""
 
-    fields: dict[str, Any]  # keys only a crossover has
+    fields: Decision  # keys only a crossover has
     threshold: int
     deciding: list[int]  # levels whose flags would put the outcome in doubt
     what: str  # those points, in words
@@ -191,7 +191,7 @@ def _crossover_fields(
     chord = chord_error_log2(levels, ratio, crossing.bracket)
     lo, hi = _with_chord(sampling, crossing.bracket, chord, levels)
     b_star = batch_at(levels, batch, c_star)
-    fields = {
+    fields: Decision = {
         "crossover_concurrency": round(c_star, 2),
         "interval": [round(lo, 2), round(hi, 2)],
         # The draws' interval alone, and the chord's share (None: nothing bounded the bend).
@@ -294,7 +294,7 @@ def decide(
                                                                      dict[int, LevelStats]],
     levels: list[int], *, seed: int, resamples: int, requests: PairedRequests | None = None,
     grid: Grid | None = None, launch_sd: float = 0.0,
-) -> dict[str, Any]:
+) -> Decision:
     """The crossing of EAGLE-3 with `pair.den` for one prompt set, as analysis.json keys.
 
     `grid` says who chose the levels (None: the user, the levels measured being theirs);

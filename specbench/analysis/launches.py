@@ -33,11 +33,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.analysis.curves import LevelStats, level_stats
 from specbench.analysis.intervals import PairedRequests, paired_blocks
 from specbench.results import Run
+from specbench.results.analysis import BetweenLaunch, LaunchChange
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class LaunchSpread:
     log_diff: tuple[float, ...]  # log(second / first) per level
     sd_log: float  # sigma: the between-launch standard deviation of log tok/s
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> LaunchChange:
         return {
             "levels": list(self.levels),
             "change_pct": [round(100 * math.expm1(d), 2) for d in self.log_diff],
@@ -111,7 +111,7 @@ def launch_spreads(first: Run, second: Run, inflation: float = 1.0) -> list[Laun
     return out
 
 
-def between_launch_section(first: Run, second: Run, inflation: float = 1.0) -> dict[str, Any]:
+def between_launch_section(first: Run, second: Run, inflation: float = 1.0) -> BetweenLaunch:
     """analysis.json's ``between_launch``: where the second launch is and sigma per config
     (`inflation`: the analysis's factor on batch-means errors, curves.slice_inflation)."""
     spreads = launch_spreads(first, second, inflation)
@@ -121,13 +121,13 @@ def between_launch_section(first: Run, second: Run, inflation: float = 1.0) -> d
     }
 
 
-def sd_of(section: dict[str, Any] | None, label: str) -> float:
+def sd_of(section: BetweenLaunch | None, label: str) -> float:
     """sigma of configuration `label` ("mode/prompt_set") in a stored ``between_launch``
     section (0 where it was not measured twice: nothing says it moves)."""
-    found = (section or {}).get("by_configuration", {}).get(label, {})
-    return float(found.get("sd_pct", 0.0)) / 100
+    found = section.get("by_configuration", {}).get(label) if section is not None else None
+    return float(found.get("sd_pct", 0.0)) / 100 if found is not None else 0.0
 
 
-def ratio_sd(section: dict[str, Any] | None, prompt_set: str, num: str, den: str) -> float:
+def ratio_sd(section: BetweenLaunch | None, prompt_set: str, num: str, den: str) -> float:
     """The between-launch sd of log(num / den) on `prompt_set`."""
     return math.hypot(sd_of(section, f"{num}/{prompt_set}"), sd_of(section, f"{den}/{prompt_set}"))

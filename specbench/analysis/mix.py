@@ -15,24 +15,28 @@ steps from T_mix on; the loss is 1 - that / max(EAGLE-3, zero-step).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from specbench.analysis.curves import batch_sizes, mean_by_level
 from specbench.results import Run
+from specbench.results.analysis import Mix, PromptSetAnalysis
 
 MIX_SET = "mix"
 RULE = ("the measured mix's one-server threshold (--mix); without a measured mix there is no "
         "mixed-deployment threshold, only the per-set ones")
 
 
-def chosen_threshold(entry: Mapping[str, Any]) -> int:
+def chosen_threshold(entry: PromptSetAnalysis) -> int:
     """A set's threshold for one server: vs zero-step when measured, else vs the baseline."""
     one = entry.get("one_server") or {}
     value = one.get("threshold_batch_size")
-    return int(value if value is not None else entry["threshold_batch_size"])
+    if value is None:
+        value = entry["threshold_batch_size"]
+    if value is None:
+        raise TypeError("neither decision of the set has a threshold")
+    return int(value)
 
 
-def recommendation(sets: Mapping[str, Mapping[str, Any]]) -> tuple[int | None, str | None]:
+def recommendation(sets: Mapping[str, PromptSetAnalysis]) -> tuple[int | None, str | None]:
     """(recommended threshold, where it comes from: "mix" | "single prompt set" | None)."""
     if MIX_SET in sets:
         return chosen_threshold(sets[MIX_SET]), "mix"
@@ -57,7 +61,7 @@ def loss_at(run: Run, prompt_set: str, threshold: int) -> dict[str, float] | Non
     return out
 
 
-def mix_section(run: Run, sets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+def mix_section(run: Run, sets: Mapping[str, PromptSetAnalysis]) -> Mix | None:
     """analysis.json's ``mix``: T_mix and each other set's loss per level there (None: no mix)."""
     if MIX_SET not in sets:
         return None

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
 
 from specbench import configurations
 from specbench.analysis.curves import (
@@ -61,6 +60,7 @@ from specbench.analysis.efficiency import relative_to_best
 from specbench.analysis.intervals import PairedRequests, band, ratio_curve, ratio_draws
 from specbench.errors import ConfigError
 from specbench.results import Run
+from specbench.results.analysis import Schedule
 from specbench.stats import geomean
 
 SMOOTH_TOLERANCE = 0.02
@@ -183,7 +183,7 @@ def _slots(curves: dict[int, dict[int, float]], best: dict[int, int], levels: li
 
 
 def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
-              requests: PairedRequests) -> dict[str, Any]:
+              requests: PairedRequests) -> Schedule:
     """Efficiency of the tuned server and its ratio to SGLang's default, where measured (from
     the same requests' durations where the points have them, as the one-server efficiency)."""
     summary = run.summary
@@ -251,7 +251,7 @@ def _steps_by_accept(run: Run, prompt_set: str, names: dict[int, str],
     return out
 
 
-def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> dict[str, Any] | None:
+def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> Schedule | None:
     """The schedule entry of analysis.json for one prompt set; None without several K."""
     names = k_curves(run, prompt_set)
     if sum(k > 0 for k in names) < 2:

@@ -10,23 +10,34 @@ analysis, so the surface and the per-set sections cannot disagree.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from specbench.prompts.context import ContextBucket, parse_context_lengths, split_bucket
+from specbench.results.analysis import (
+    BucketBounds,
+    ContextSurface,
+    Decision,
+    PlainServer,
+    PromptSetAnalysis,
+    SurfaceBucket,
+    SurfaceDecision,
+)
 
 
-def _decision(d: dict[str, Any] | None) -> dict[str, Any]:
-    d = d or {}
+def _decision(d: Decision | PlainServer | None) -> SurfaceDecision:
+    if d is None:
+        d = {}
     return {"outcome": d.get("outcome"), "crossover_concurrency": d.get("crossover_concurrency"),
             "interval": d.get("interval"), "threshold_batch_size": d.get("threshold_batch_size")}
 
 
-def _grid(rows: list[dict[str, Any]], levels: list[int]) -> list[list[float | None]]:
+def _grid(rows: list[dict[str, float]], levels: list[int]) -> list[list[float | None]]:
     return [[row.get(str(c)) for c in levels] for row in rows]
 
 
-def _bucket_entry(bucket: ContextBucket, found: dict[str, Any]) -> dict[str, Any]:
-    one, plain = found.get("one_server") or {}, found.get("plain_server") or {}
+def _bucket_entry(bucket: ContextBucket, found: PromptSetAnalysis) -> SurfaceBucket:
+    one = found.get("one_server") or {}
+    plain = found.get("plain_server") or {}
     return {
         "bucket": bucket.name, "low_tokens": bucket.low_tokens, "high_tokens": bucket.high_tokens,
         "range": bucket.range_text, "prompt_tokens": found.get("prompt_tokens"),
@@ -35,7 +46,7 @@ def _bucket_entry(bucket: ContextBucket, found: dict[str, Any]) -> dict[str, Any
     }
 
 
-def bucket_of(name: str, bucket_names: tuple[str, ...]) -> dict[str, Any] | None:
+def bucket_of(name: str, bucket_names: tuple[str, ...]) -> BucketBounds | None:
     """A bucketed set's bucket (name, token bounds, range text); None for a set without one."""
     _, bucket = split_bucket(name)
     for b in parse_context_lengths(bucket_names):
@@ -45,19 +56,19 @@ def bucket_of(name: str, bucket_names: tuple[str, ...]) -> dict[str, Any] | None
     return None
 
 
-def context_surface(sets: dict[str, dict[str, Any]],
-                    bucket_names: tuple[str, ...]) -> dict[str, Any] | None:
+def context_surface(sets: Mapping[str, PromptSetAnalysis],
+                    bucket_names: tuple[str, ...]) -> dict[str, ContextSurface] | None:
     """Per base set: its measured buckets and ratio grids (analysis.json's `context_surface`);
     None for a run without buckets."""
     if not bucket_names:
         return None
     buckets = {b.name: b for b in parse_context_lengths(bucket_names)}
-    by_base: dict[str, list[tuple[ContextBucket, dict[str, Any]]]] = {}
+    by_base: dict[str, list[tuple[ContextBucket, PromptSetAnalysis]]] = {}
     for name, found in sets.items():
         base, bucket = split_bucket(name)
         if bucket in buckets:
             by_base.setdefault(base, []).append((buckets[bucket], found))
-    out: dict[str, Any] = {}
+    out: dict[str, ContextSurface] = {}
     for base, entries in by_base.items():
         entries.sort(key=lambda e: e[0].high_tokens)
         levels = sorted({int(c) for _, f in entries

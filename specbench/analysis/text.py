@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from specbench.analysis.context import phrase
 from specbench.analysis.mix import MIX_SET, chosen_threshold
 from specbench.configurations import Schedule
 from specbench.engines.argv import adaptive_config  # the adaptive JSON's format, printed here
+from specbench.results.analysis import (
+    Analysis,
+    Decision,
+    Mix,
+    PlainServer,
+    PromptSetAnalysis,
+    RateDecision,
+    SurfaceDecision,
+)
 
 
 def c_words(value: float) -> str:
@@ -26,17 +34,35 @@ def interval_words(lo: float, hi: float) -> str:
     return f"{lo:.{digits}f}–{hi:.{digits}f}"
 
 
+def crossing(d: Decision | PlainServer | SurfaceDecision) -> tuple[float, float, float]:
+    """c* and its 95% interval (low, high) of a decision whose outcome is a crossover: only
+    then are they set."""
+    c_star, interval = d["crossover_concurrency"], d["interval"]
+    if c_star is None or interval is None:
+        raise TypeError("a crossover without its c* or interval")
+    lo, hi = interval
+    return c_star, lo, hi
+
+
+def threshold(d: Decision) -> int:
+    """The threshold of a decided outcome (None only where the decision could not be made)."""
+    value = d["threshold_batch_size"]
+    if value is None:
+        raise TypeError("an undecided decision has no threshold")
+    return value
+
+
 def _grid(levels: list[int]) -> str:
     return f"{levels[0]}–{levels[-1]}" if len(levels) > 1 else f"{levels[0]}"
 
 
-def plain_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
+def plain_claim(prompt_set: str, out: Decision) -> str:
     """What EAGLE-3 vs the baseline shows for one prompt set, without the advice."""
     levels = out["levels"]
     outcome = out["outcome"]
     if outcome == "crossover":
-        lo, hi = out["interval"]
-        return (f"EAGLE-3 wins below {c_words(out['crossover_concurrency'])} concurrent requests "
+        c_star, lo, hi = crossing(out)
+        return (f"EAGLE-3 wins below {c_words(c_star)} concurrent requests "
                 f"({prompt_set}; 95% interval {interval_words(lo, hi)})")
     if outcome == "eagle3_never_wins":
         return (f"EAGLE-3 never wins ({prompt_set}): the baseline is faster at every measured "
@@ -45,12 +71,12 @@ def plain_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
             "requests), no crossover in range")
 
 
-def one_server_claim(prompt_set: str, out: Mapping[str, Any]) -> str:
+def one_server_claim(prompt_set: str, out: Decision) -> str:
     """What EAGLE-3 vs its zero-step path shows for one prompt set."""
     outcome = out["outcome"]
     if outcome == "crossover":
-        lo, hi = out["interval"]
-        return (f"EAGLE-3 beats its zero-step path below {c_words(out['crossover_concurrency'])} "
+        c_star, lo, hi = crossing(out)
+        return (f"EAGLE-3 beats its zero-step path below {c_words(c_star)} "
                 f"concurrent requests ({prompt_set}; 95% interval {interval_words(lo, hi)})")
     if outcome == "eagle3_never_wins":
         return (f"the zero-step path is as fast as EAGLE-3 or faster at every measured level "
@@ -73,7 +99,7 @@ def _pct_range(values: list[float]) -> str:
     return f"{lo:.0f}%" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}%"
 
 
-def plain_consequence(plain: Mapping[str, Any]) -> str:
+def plain_consequence(plain: PlainServer) -> str:
     """"above c*, a separate plain server is x% faster", from the measured levels."""
     faster = list(plain.get("faster_above", {}).values())
     outcome = plain["outcome"]
@@ -87,14 +113,14 @@ def plain_consequence(plain: Mapping[str, Any]) -> str:
             "configuration measured")
 
 
-def set_sentence(entry: Mapping[str, Any]) -> str:
+def set_sentence(entry: PromptSetAnalysis) -> str:
     """One prompt set's answer: the one-server advice, then the plain-server decision, then
     the prompt lengths they were measured with (the context they hold for)."""
     measured_with = phrase(entry.get("prompt_tokens"))
     tail = f" (measured with {measured_with})" if measured_with else ""
     one = entry.get("one_server") or {}
     if one.get("outcome") is None:
-        return (f"{entry['claim']}; {advice(entry['threshold_batch_size'], entry['levels'][-1])}"
+        return (f"{entry['claim']}; {advice(threshold(entry), entry['levels'][-1])}"
                 + tail)
     plain = entry["plain_server"]
     if plain["outcome"] == "eagle3_never_wins":
@@ -104,23 +130,23 @@ def set_sentence(entry: Mapping[str, Any]) -> str:
     return f"One server: {one['sentence']}. Plain server: {plain['sentence']}{tail}"
 
 
-def _interval(d: Mapping[str, Any]) -> str:
-    lo, hi = d["interval"]
+def _interval(d: Decision) -> str:
+    _, lo, hi = crossing(d)
     return f"95% interval {interval_words(lo, hi)}"
 
 
-def one_server_finding(prompt_set: str, entry: Mapping[str, Any]) -> str:
+def one_server_finding(prompt_set: str, entry: PromptSetAnalysis) -> str:
     """The one-server decision (T) of a set in one short sentence, with its numbers."""
     one = entry.get("one_server") or {}
     outcome = one.get("outcome")
     if outcome is None:  # no zero-step curve: T from where EAGLE-3 meets the baseline
-        t = chosen_threshold(entry)
-        return (f"{prompt_set}: {advice(t, entry['levels'][-1])}, from c* (no zero-step curve "
+        chosen = chosen_threshold(entry)
+        return (f"{prompt_set}: {advice(chosen, entry['levels'][-1])}, from c* (no zero-step curve "
                 "was measured).")
     t = one["threshold_batch_size"]
     if outcome == "crossover":
         return (f"{prompt_set}: stop drafting at batch size T = {t} (EAGLE-3 falls behind its "
-                f"zero-step path at {c_words(one['crossover_concurrency'])} concurrent "
+                f"zero-step path at {c_words(crossing(one)[0])} concurrent "
                 f"requests, {_interval(one)}).{holds_words(entry)}")
     if outcome == "eagle3_never_wins":
         return (f"{prompt_set}: never draft, T = 1 (the zero-step path is as fast as EAGLE-3 "
@@ -129,7 +155,7 @@ def one_server_finding(prompt_set: str, entry: Mapping[str, Any]) -> str:
             f"{one['levels'][-1]}, the largest level measured).")
 
 
-def holds_words(entry: Mapping[str, Any]) -> str:
+def holds_words(entry: PromptSetAnalysis) -> str:
     """One sentence where the measured dynamic server falls under the 0.97 it should hold:
     how much, where, and why in the words its points give; empty where it holds."""
     short = (entry.get("one_server") or {}).get("efficiency_short") or {}
@@ -166,14 +192,14 @@ def _short_why(level: int, applied: int | None, short_of: str | None) -> str:
             "own cost, or steps run in the other state")
 
 
-def plain_finding(prompt_set: str, entry: Mapping[str, Any]) -> str | None:
+def plain_finding(prompt_set: str, entry: PromptSetAnalysis) -> str | None:
     """The plain-server decision (c*) of a set in one short sentence; None without a baseline."""
     outcome = entry.get("outcome")
     plain = entry.get("plain_server") or {}
     faster = list(plain.get("faster_above", {}).values())
     by = f" {_pct_range(faster)}" if faster else ""
     if outcome == "crossover":
-        return (f"{prompt_set}: above c* = {c_words(entry['crossover_concurrency'])} concurrent "
+        return (f"{prompt_set}: above c* = {c_words(crossing(entry)[0])} concurrent "
                 f"requests ({_interval(entry)}) a separate plain server is{by} faster than "
                 "speculative decoding.")
     if outcome == "eagle3_never_wins":
@@ -185,8 +211,8 @@ def plain_finding(prompt_set: str, entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
-            source: str | None, mix: Mapping[str, Any] | None) -> str:
+def finding(sets: Mapping[str, PromptSetAnalysis], recommended: int | None,
+            source: str | None, mix: Mix | None) -> str:
     """The run's finding: one short sentence per decision (each set's T, then its c*), then the
     mixed-deployment recommendation (which is the mix set's T: said once). The why (claims,
     prompt lengths) is each set's `sentence`, which the report gives in the set's own
@@ -198,7 +224,7 @@ def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
              if sentence]
     if mixed and recommended is not None:
         top = sets[MIX_SET]["levels"][-1]
-        losses = (mix or {}).get("max_loss_by_set", {})
+        losses = mix.get("max_loss_by_set", {}) if mix else {}
         cost = ", ".join(f"{name} up to {loss:.1%}" for name, loss in losses.items())
         parts.append(f"Mixed deployment (measured mix): {advice(recommended, top)}"
                      + (f"; throughput lost there against each set's better static curve: "
@@ -208,7 +234,7 @@ def finding(sets: Mapping[str, Mapping[str, Any]], recommended: int | None,
     return " ".join(parts)
 
 
-def _no_mix(sets: Mapping[str, Mapping[str, Any]]) -> str:
+def _no_mix(sets: Mapping[str, PromptSetAnalysis]) -> str:
     """The finding's last sentence for several sets and no measured mix."""
     if any(s.get("context_bucket") for s in sets.values()):
         return ("SGLang switches by batch size only: deploy the threshold of the context bucket "
@@ -218,8 +244,8 @@ def _no_mix(sets: Mapping[str, Mapping[str, Any]]) -> str:
     return f"One threshold for all sets needs a measured mix (--mix {weights})."
 
 
-def per_set_thresholds(sets: Mapping[str, Mapping[str, Any]]) -> str:
-    def one(name: str, s: Mapping[str, Any]) -> str:
+def per_set_thresholds(sets: Mapping[str, PromptSetAnalysis]) -> str:
+    def one(name: str, s: PromptSetAnalysis) -> str:
         measured_with = phrase(s.get("prompt_tokens"))
         return f"{name} {chosen_threshold(s)}" + (f" ({measured_with})" if measured_with else "")
 
@@ -234,12 +260,12 @@ def per_set_thresholds(sets: Mapping[str, Mapping[str, Any]]) -> str:
             f"measured mix (--mix {weights})")
 
 
-def _decision_lines(name: str, s: Mapping[str, Any]) -> list[str]:
+def _decision_lines(name: str, s: PromptSetAnalysis) -> list[str]:
     lines = [f"{name}: {s['sentence']}"]
     for label, d in (("one server", s.get("one_server") or {}), ("plain server", s)):
         if d.get("outcome") != "crossover":
             continue
-        lo, hi = d["interval"]
+        _, lo, hi = crossing(d)
         lines.append(
             f"  {label}: c* = {d['crossover_concurrency']:.1f} (95% interval {lo:.1f}–{hi:.1f}), "
             f"mean server batch size there {d['crossover_batch_size']:.1f}; threshold "
@@ -259,7 +285,7 @@ def _decision_lines(name: str, s: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def threshold_summary_text(result: Mapping[str, Any], k: int) -> str:
+def threshold_summary_text(result: Analysis, k: int) -> str:
     """Plain text for `specbench threshold RUN_DIR`: per set c*, interval, T, then the advice."""
     if result.get("load") == "open":  # an open-loop run: its decisions per rate
         return "\n".join(
@@ -288,7 +314,7 @@ def threshold_summary_text(result: Mapping[str, Any], k: int) -> str:
 
 # -- open loop ------------------------------------------------------------------------------
 
-def rate_decision_words(d: Mapping[str, Any] | None) -> str:
+def rate_decision_words(d: RateDecision | None) -> str:
     """One decision of an open-loop run: where EAGLE-3 stops winning, in requests/s."""
     if d is None:
         return "not decided (needs baseline and eagle3 at a finite rate)"
@@ -309,7 +335,7 @@ def rate_decision_words(d: Mapping[str, Any] | None) -> str:
             f"[{lo:.3g}-{hi:.3g}]{where}")
 
 
-def arrivals_finding(found: Mapping[str, Any]) -> str:
+def arrivals_finding(found: Analysis) -> str:
     """The finding of an open-loop run: per set both decisions, then the dynamic server."""
     parts = []
     for name, s in found["prompt_sets"].items():

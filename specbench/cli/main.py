@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,6 +18,11 @@ from specbench import config as config_mod
 from specbench import presets
 from specbench.cli.guard import fail, guard
 from specbench.cli.options import cli_layer, default_text, help_with_default, sweep_signature
+
+if TYPE_CHECKING:  # annotations only: --help imports neither pandas nor pydantic's models
+    from specbench.configurations import Schedule
+    from specbench.results import Run
+    from specbench.results.analysis import Analysis
 
 app = typer.Typer(
     name="specbench",
@@ -184,7 +189,7 @@ def explain(run_dir: Path) -> None:
     console.print(f"explain: {path}", highlight=False)
 
 
-def _chosen_set(found: dict[str, Any], prompt_set: str | None) -> str:
+def _chosen_set(found: Analysis, prompt_set: str | None) -> str:
     """The prompt set whose schedule to deploy: the one named, the run's only one, or the
     measured mix; one line when the run cannot say which."""
     from specbench.analysis.mix import MIX_SET
@@ -206,7 +211,7 @@ def _chosen_set(found: dict[str, Any], prompt_set: str | None) -> str:
     return MIX_SET
 
 
-def _chosen_schedule(run: Any, found: dict[str, Any], name: str) -> Any:
+def _chosen_schedule(run: Run, found: Analysis, name: str) -> Schedule:
     """The schedule to deploy for a set (from :func:`_chosen_set`): its tuned schedule or
     one-server threshold, or for the mix the recommended threshold."""
     from specbench import analysis
@@ -214,13 +219,17 @@ def _chosen_schedule(run: Any, found: dict[str, Any], name: str) -> Any:
 
     entry = found["prompt_sets"].get(name)
     if entry is None:  # the mix without a set of its own: the recommendation
-        return Schedule.from_threshold(analysis.speculative_num_steps(run),
-                                       int(found["recommended_threshold"]))
+        recommended = found["recommended_threshold"]
+        if recommended is None:
+            raise TypeError("a mix chosen without a recommended threshold")
+        return Schedule.from_threshold(analysis.speculative_num_steps(run), int(recommended))
     slots = (entry.get("schedule") or {}).get("slots")
     if slots:
         return Schedule.from_slots(slots)
     one_server = entry.get("one_server") or {}
     chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
+    if chosen is None:
+        raise TypeError(f"prompt set {name!r} has no threshold")
     return Schedule.from_threshold(analysis.speculative_num_steps(run), int(chosen))
 
 

@@ -24,6 +24,7 @@ from specbench.configurations import DECISION_PAIRS
 from specbench.errors import ConfigError, UserError
 from specbench.regress.thresholds import GOODPUT, LATENCY_COLUMN
 from specbench.results import Run, load_run
+from specbench.results.analysis import PromptSetAnalysis
 from specbench.results.points import level_text, rate_text
 from specbench.stats import finite_or_none
 
@@ -256,7 +257,7 @@ def _prompt_set_problems(
     return problems
 
 
-def analysis_entry(run: Run, prompt_set: str) -> dict[str, Any] | None:
+def analysis_entry(run: Run, prompt_set: str) -> PromptSetAnalysis | None:
     """One prompt set's entry of the run's analysis.json, when it has an outcome."""
     sets = (run.analysis or {}).get("prompt_sets")
     entry = sets.get(prompt_set) if isinstance(sets, dict) else None

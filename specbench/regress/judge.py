@@ -8,7 +8,7 @@ in :mod:`specbench.stats`, and the crossover is located with the same rule the r
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -567,7 +567,7 @@ class _Ends:
     interval: tuple[float, float] | None  # the reference's, from analysis.json only
 
 
-def _stored_ends(ref_entry: dict[str, object], cand_entry: dict[str, object]) -> _Ends:
+def _stored_ends(ref_entry: Mapping[str, object], cand_entry: Mapping[str, object]) -> _Ends:
     interval: tuple[float, float] | None = None
     raw = ref_entry.get("interval")
     if isinstance(raw, list | tuple) and len(raw) == 2:
@@ -600,7 +600,7 @@ def _computed_ends(
                  cand_x.crossover_concurrency, None)
 
 
-def _stored_entry(run: Run, prompt_set: str, decision: Decision) -> dict[str, object] | None:
+def _stored_entry(run: Run, prompt_set: str, decision: Decision) -> Mapping[str, object] | None:
     """The decision's entry in the run's analysis.json, when it has an outcome."""
     entry = analysis_entry(run, prompt_set)
     if entry is None or decision.key is None:

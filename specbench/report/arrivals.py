@@ -31,6 +31,7 @@ from specbench.report.style import (
     style,
 )
 from specbench.results import Run
+from specbench.results.analysis import Analysis, DynamicRate, PromptSetAnalysis
 
 FIGURE = "arrivals"
 CAPTION = ("Goodput (output tok/s without SLOs) and TPOT against the request rate, per "
@@ -58,12 +59,12 @@ def point_headers(run: Run) -> tuple[str, ...]:
             "batch mean (p10-p90)", "above T", "switches", "flags")
 
 
-def point_rows(run: Run, set_result: dict[str, Any], short: bool = False
+def point_rows(run: Run, set_result: PromptSetAnalysis, short: bool = False
                ) -> list[tuple[str, ...]]:
     qs = _percentiles(run)
     points = set_result["points"]
     modes = order(points, run.manifest.config.server.speculative_num_steps)
-    rates = list(dict.fromkeys(p["rate"] for m in modes for p in points[m]))
+    rates = list(dict.fromkeys(str(p["rate"]) for m in modes for p in points[m]))
     rates.sort(key=lambda r: math.inf if r == "inf" else float(r))
     rows = []
     for rate in rates:
@@ -89,21 +90,21 @@ def point_rows(run: Run, set_result: dict[str, Any], short: bool = False
                 batch,
                 f"{above:.0%} (T={p['threshold']})" if above is not None else "–",
                 _num(p.get("server_switches"), ".0f"),
-                p.get("flags") or ""))
+                str(p.get("flags") or "")))
     return rows
 
 
 DYNAMIC_HEADERS = ("rate", "E on tok/s", "E on goodput", "switches", "batch above T")
 
 
-def dynamic_rows(rows: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+def dynamic_rows(rows: list[DynamicRate]) -> list[tuple[str, ...]]:
     return [(r["rate"], _num(r["efficiency_tok_s"], ".2f"), _num(r["efficiency_goodput"], ".2f"),
              _num(r["switches"], ".0f"),
              f"{r['above_threshold_share']:.0%}" if r["above_threshold_share"] is not None
              else "–") for r in rows]
 
 
-def _decision_lines(set_result: dict[str, Any]) -> list[str]:
+def _decision_lines(set_result: PromptSetAnalysis) -> list[str]:
     lines = []
     if set_result.get("goodput") is not None:
         lines.append(rate_decision_words(set_result["goodput"]))
@@ -115,7 +116,7 @@ def _decision_lines(set_result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def intro(result: dict[str, Any]) -> str:
+def intro(result: Analysis) -> str:
     slo = result.get("slo") or {}
     shape = ("Poisson arrivals" if result.get("burstiness") == 1.0
              else f"gamma arrivals (burstiness {result.get('burstiness'):g})")
@@ -127,7 +128,7 @@ def intro(result: dict[str, Any]) -> str:
                else "no SLOs given (--slo), so no goodput."))
 
 
-def blocks(run: Run, result: dict[str, Any]) -> list[Block]:
+def blocks(run: Run, result: Analysis) -> list[Block]:
     """The open-loop sections of report.md / report.html."""
     out: list[Block] = [Para(plain(intro(result)))]
     for name, s in result["prompt_sets"].items():
@@ -142,7 +143,7 @@ def blocks(run: Run, result: dict[str, Any]) -> list[Block]:
     return out
 
 
-def render_terminal(run: Run, console: Console, result: dict[str, Any]) -> None:
+def render_terminal(run: Run, console: Console, result: Analysis) -> None:
     console.print(intro(result), highlight=False)
     for name, s in result["prompt_sets"].items():
         console.print(f"[bold]{name}[/]: " + "; ".join(_decision_lines(s)), highlight=False)
@@ -180,7 +181,7 @@ def _axis(ax: Axes, rates: list[str], finite_top: float) -> None:
     ax.grid(alpha=0.3)
 
 
-def figure(run: Run, result: dict[str, Any]) -> MplFigure:
+def figure(run: Run, result: Analysis) -> MplFigure:
     """Goodput (or tok/s) and the top TPOT percentile against the rate, per set."""
     sets = list(result["prompt_sets"])
     slo = result.get("slo") or {}
@@ -195,7 +196,7 @@ def figure(run: Run, result: dict[str, Any]) -> MplFigure:
         metric = "goodput_req_s" if slo else "output_tok_s"
         for mode in order(s["points"], steps):
             pts = s["points"][mode]
-            xs = [_rate_value(p["rate"], max(finite)) for p in pts]
+            xs = [_rate_value(str(p["rate"]), max(finite)) for p in pts]
             for ax, key in ((top, metric), (bottom, f"tpot_ms_p{q}")):
                 ys = [p.get(key) if p.get(key) is not None else math.nan for p in pts]
                 ax.plot(xs, ys, marker="o", ms=4, color=color(mode, steps), label=label(mode),

@@ -31,6 +31,8 @@ from specbench.errors import UserError
 from specbench.report.style import label as mode_label
 from specbench.report.style import order
 from specbench.results import Run, load_run
+from specbench.results.analysis import Analysis
+from specbench.results.analysis import Decision as DecisionEntry
 from specbench.results.points import rate_text
 from specbench.stats import finite_or_none, geomean
 
@@ -82,12 +84,13 @@ class Decision:
     threshold_interval: tuple[int, int] | None
 
     @classmethod
-    def of(cls, entry: dict[str, Any] | None) -> Decision:
+    def of(cls, entry: DecisionEntry | None) -> Decision:
         entry = entry or {}
         interval, t_interval = entry.get("interval"), entry.get("threshold_interval")
         return cls(entry.get("outcome"), finite_or_none(entry.get("crossover_concurrency")),
-                   tuple(interval) if interval else None, entry.get("threshold_batch_size"),
-                   tuple(t_interval) if t_interval else None)
+                   (interval[0], interval[1]) if interval else None,
+                   entry.get("threshold_batch_size"),
+                   (t_interval[0], t_interval[1]) if t_interval else None)
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ def _group(runs: Sequence[Run], labels: Sequence[str], curves: Sequence[Curves],
     return Group(prompt_set, mode, levels), notes
 
 
-def _decisions(analysis: dict[str, Any] | None, prompt_set: str) -> RunDecisions | None:
+def _decisions(analysis: Analysis | None, prompt_set: str) -> RunDecisions | None:
     entry = ((analysis or {}).get("prompt_sets") or {}).get(prompt_set)
     if not entry:
         return None

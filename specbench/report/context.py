@@ -10,40 +10,51 @@ glance up to which concurrency drafting pays at each context length.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from typing import Literal
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from rich.console import Console
 from rich.table import Table
 
+from specbench.analysis.text import crossing
 from specbench.report.blocks import Block, Heading, Para, plain, table
+from specbench.results.analysis import (
+    Analysis,
+    ContextSurface,
+    Decision,
+    PlainServer,
+    SurfaceBucket,
+    SurfaceDecision,
+)
 
 HEADERS = ("bucket", "prompt p50", "prompt p90", "T", "c* vs 0-step", "95% interval",
            "c* vs base", "95% interval", "tax", "E dyn min")
+GridKey = Literal["over_zero_step", "over_baseline"]
+DecisionKey = Literal["one_server", "plain_server"]
 # (key in a set's surface, the decision drawn on it, title)
-PANELS = (("over_zero_step", "one_server", "EAGLE-3 / zero-step (one server: T)"),
-          ("over_baseline", "plain_server", "EAGLE-3 / baseline (plain server: c*)"))
+PANELS: tuple[tuple[GridKey, DecisionKey, str], ...] = (
+    ("over_zero_step", "one_server", "EAGLE-3 / zero-step (one server: T)"),
+    ("over_baseline", "plain_server", "EAGLE-3 / baseline (plain server: c*)"))
 
 
-def c_star_cells(d: Mapping[str, Any], digits: int = 1) -> tuple[str, str]:
+def c_star_cells(d: Decision | PlainServer | SurfaceDecision, digits: int = 1) -> tuple[str, str]:
     """(crossing cell, 95% interval cell) of one decision, for the report's tables."""
     outcome = d.get("outcome")
     if outcome is None:
         return "–", "–"
     if outcome != "crossover":
         return ("never wins" if outcome == "eagle3_never_wins" else "always wins"), "–"
-    lo, hi = d["interval"]
-    return f"{d['crossover_concurrency']:.{digits}f}", f"{lo:.{digits}f}–{hi:.{digits}f}"
+    c_star, lo, hi = crossing(d)
+    return f"{c_star:.{digits}f}", f"{lo:.{digits}f}–{hi:.{digits}f}"
 
 
-def _tokens(b: dict[str, Any], key: str) -> str:
-    spread = b.get("prompt_tokens") or {}
-    return f"{spread[key]:,}" if key in spread else "–"
+def _tokens(b: SurfaceBucket, key: Literal["p50", "p90"]) -> str:
+    spread = b.get("prompt_tokens")
+    return f"{spread[key]:,}" if spread and key in spread else "–"
 
 
-def _tax(b: dict[str, Any]) -> str:
+def _tax(b: SurfaceBucket) -> str:
     values = list((b.get("tax") or {}).values())
     if not values:
         return "–"
@@ -51,7 +62,7 @@ def _tax(b: dict[str, Any]) -> str:
     return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}–{hi:.0%}"
 
 
-def bucket_rows(surface: dict[str, Any]) -> list[list[str]]:
+def bucket_rows(surface: ContextSurface) -> list[list[str]]:
     rows = []
     for b in surface["buckets"]:
         threshold = b["one_server"].get("threshold_batch_size")
@@ -63,7 +74,7 @@ def bucket_rows(surface: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def grid_rows(surface: dict[str, Any], key: str) -> tuple[list[str], list[list[str]]]:
+def grid_rows(surface: ContextSurface, key: GridKey) -> tuple[list[str], list[list[str]]]:
     headers = ["bucket", *(f"c={c}" for c in surface["levels"])]
     rows = [[b["bucket"], *("–" if v is None else f"{v:.2f}" for v in values)]
             for b, values in zip(surface["buckets"], surface[key], strict=True)]
@@ -80,11 +91,11 @@ _EXPLAIN = ("Each prompt set was measured once per context bucket (set@bucket, p
 _MISSING_CURVE = {"one_server": "zero-step", "plain_server": "baseline"}
 
 
-def _unmeasured(surface: dict[str, Any], key: str) -> bool:
+def _unmeasured(surface: ContextSurface, key: GridKey) -> bool:
     return all(v is None for line in surface[key] for v in line)
 
 
-def surface_blocks(result: dict[str, Any] | None) -> list[Block]:
+def surface_blocks(result: Analysis | None) -> list[Block]:
     """The report's "Context length" section; nothing for a run without buckets."""
     surfaces = (result or {}).get("context_surface")
     if not surfaces:
@@ -102,7 +113,7 @@ def surface_blocks(result: dict[str, Any] | None) -> list[Block]:
     return out
 
 
-def render_surface_terminal(result: dict[str, Any] | None, console: Console) -> None:
+def render_surface_terminal(result: Analysis | None, console: Console) -> None:
     surfaces = (result or {}).get("context_surface")
     for base, surface in (surfaces or {}).items():
         decisions = Table(title=f"{base}: decisions per context bucket", title_justify="left")
@@ -145,10 +156,10 @@ def _x_of(c: float, levels: list[int]) -> float:
     return float(len(levels) - 1)
 
 
-def _crossing_x(decision: dict[str, Any], levels: list[int]) -> float | None:
+def _crossing_x(decision: SurfaceDecision, levels: list[int]) -> float | None:
     outcome = decision.get("outcome")
     if outcome == "crossover":
-        return _x_of(decision["crossover_concurrency"], levels)
+        return _x_of(crossing(decision)[0], levels)
     if outcome == "eagle3_always_wins":
         return len(levels) - 0.5
     if outcome == "eagle3_never_wins":
@@ -156,7 +167,7 @@ def _crossing_x(decision: dict[str, Any], levels: list[int]) -> float | None:
     return None
 
 
-def surface_figure(result: dict[str, Any] | None) -> MplFigure | None:
+def surface_figure(result: Analysis | None) -> MplFigure | None:
     """Heatmaps of both ratios per base set with the crossing line; None without buckets."""
     surfaces = (result or {}).get("context_surface")
     if not surfaces:

@@ -49,6 +49,7 @@ from specbench.report.tables import (
 )
 from specbench.report.why import explained, finding_sentence, why_blocks
 from specbench.results import PointKey, Run
+from specbench.results.analysis import Analysis, PromptSetAnalysis
 from specbench.results.manifest import gpu_time
 from specbench.results.store import atomic_write
 from specbench.stats import finite_or_none
@@ -106,7 +107,7 @@ def _by_level(mapping: Mapping[str, Any] | None) -> dict[int, float]:
     return {int(c): float(v) for c, v in (mapping or {}).items() if v is not None}
 
 
-def _level_values(set_result: Mapping[str, Any]) -> dict[str, dict[int, float]]:
+def _level_values(set_result: PromptSetAnalysis) -> dict[str, dict[int, float]]:
     """Each decision column's values by level, from one set's analysis."""
     one = set_result.get("one_server") or {}
     schedule = set_result.get("schedule") or {}
@@ -135,7 +136,7 @@ def _point_flags(summary: pd.DataFrame, c: int) -> dict[str, list[str]]:
     return out
 
 
-def level_rows(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[LevelRow]:
+def level_rows(run: Run, prompt_set: str, result: Analysis | None) -> list[LevelRow]:
     """The per-level table of one prompt set, shared by the terminal and report.md."""
     means = point_means(run)
     means = means[means["prompt_set"] == prompt_set]
@@ -217,7 +218,7 @@ def legend(rows: list[LevelRow]) -> str:
                       *parts])
 
 
-def _applied_lines(result: dict[str, Any]) -> list[str]:
+def _applied_lines(result: Analysis) -> list[str]:
     """The thresholds this run's dynamic server used (the finding says what to use)."""
     sets = result["prompt_sets"]
     lines = []
@@ -238,7 +239,7 @@ def _applied_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _schedule_line(set_result: Mapping[str, Any]) -> str | None:
+def _schedule_line(set_result: PromptSetAnalysis) -> str | None:
     schedule = set_result.get("schedule") or {}
     if not schedule.get("slots"):
         return None
@@ -266,7 +267,7 @@ def _schedule_line(set_result: Mapping[str, Any]) -> str | None:
     return text
 
 
-def _notes(set_result: Mapping[str, Any]) -> list[str]:
+def _notes(set_result: PromptSetAnalysis) -> list[str]:
     one = set_result.get("one_server") or {}
     return ([f"plain server: {n}" for n in set_result.get("notes", [])]
             + [f"one server: {n}" for n in one.get("notes", [])])
@@ -290,7 +291,7 @@ def _rich_table(title: str, columns: list[Column], rows: list[LevelRow]) -> Tabl
     return table
 
 
-def render_terminal(run: Run, console: Console, result: dict[str, Any] | None = None,
+def render_terminal(run: Run, console: Console, result: Analysis | None = None,
                     sets: Sequence[SetExplanation] | None = None) -> None:
     """Print the finding, then per prompt set its tables, flags and notes (`sets`: explain's
     reading of the run, read here when not given)."""
@@ -348,7 +349,7 @@ def _pct_span(values: Mapping[str, float] | None) -> str:
     return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}–{hi:.0%}"
 
 
-def _summary_section(result: dict[str, Any]) -> list[Block]:
+def _summary_section(result: Analysis) -> list[Block]:
     headers = ["prompt set", "T", "c* vs 0-step", "95% interval", "c* vs base",
                "95% interval", "tax", "plain faster"]
     body = []
@@ -370,7 +371,7 @@ def _summary_section(result: dict[str, Any]) -> list[Block]:
             *([Bullets(tuple(notes))] if notes else [])]
 
 
-def _set_section(run: Run, prompt_set: str, result: dict[str, Any] | None) -> list[Block]:
+def _set_section(run: Run, prompt_set: str, result: Analysis | None) -> list[Block]:
     set_result = (result or {}).get("prompt_sets", {}).get(prompt_set)
     out: list[Block] = [Heading(2, prompt_set)]
     if set_result:
@@ -487,7 +488,7 @@ def _figures_section(run: Run, figure_names: list[str], plot_error: str | None) 
     return out
 
 
-def report_blocks(run: Run, result: dict[str, Any] | None,
+def report_blocks(run: Run, result: Analysis | None,
                   figure_names: list[str] | None = None,
                   plot_error: str | None = None,
                   sets: Sequence[SetExplanation] | None = None) -> list[Block]:
@@ -528,13 +529,13 @@ def report_blocks(run: Run, result: dict[str, Any] | None,
     return out
 
 
-def render_markdown(run: Run, result: dict[str, Any] | None,
+def render_markdown(run: Run, result: Analysis | None,
                     figure_names: list[str] | None = None, plot_error: str | None = None) -> str:
     """The text of report.md (figure links are relative to the run directory)."""
     return to_markdown(report_blocks(run, result, figure_names, plot_error))
 
 
-def _figures_drawn(run: Run, result: dict[str, Any] | None) -> tuple[list[str], str | None]:
+def _figures_drawn(run: Run, result: Analysis | None) -> tuple[list[str], str | None]:
     """The figures in <run>/plots, drawn first when missing; and why drawing failed, if it did."""
     plots_dir = run.path / "plots"
     plot_error = None
@@ -547,7 +548,7 @@ def _figures_drawn(run: Run, result: dict[str, Any] | None) -> tuple[list[str], 
     return [n for n in FIGURE_NAMES if (plots_dir / f"{n}.png").exists()], plot_error
 
 
-def write_report(run: Run, result: dict[str, Any] | None = None,
+def write_report(run: Run, result: Analysis | None = None,
                  sets: Sequence[SetExplanation] | None = None) -> Path:
     """Write <run>/report.md and <run>/report.html (the same blocks; the page embeds the
     figures); figures are drawn first when <run>/plots lacks them. Returns report.md's path."""

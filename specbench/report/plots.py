@@ -15,7 +15,6 @@ import io
 import math
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -24,6 +23,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
 from specbench.analysis import AnalysisError, current_analysis, point_means
+from specbench.analysis.text import crossing
+from specbench.analysis.text import threshold as decided_threshold
 from specbench.report import arrivals
 from specbench.report.context import surface_figure
 from specbench.report.style import (
@@ -38,6 +39,13 @@ from specbench.report.style import (
 from specbench.report.style import legend as _legend
 from specbench.report.style import panels as _panels
 from specbench.results import Run
+from specbench.results.analysis import (
+    Analysis,
+    Decision,
+    OneServer,
+    PromptSetAnalysis,
+    Schedule,
+)
 from specbench.results.store import atomic_write
 
 FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope",
@@ -93,16 +101,16 @@ def _c_label(value: float) -> str:
     return f"{value:.0f}" if value >= 9.5 else f"{value:.1f}"
 
 
-def _one_server(set_result: dict[str, Any] | None) -> dict[str, Any] | None:
+def _one_server(set_result: PromptSetAnalysis | None) -> OneServer | None:
     one = (set_result or {}).get("one_server")
     return one if one and one.get("outcome") is not None else None
 
 
-def headline(set_result: dict[str, Any]) -> str:
+def headline(set_result: PromptSetAnalysis) -> str:
     """A few words for one prompt set's outcome (plain server; one server when measured)."""
     outcome = set_result["outcome"]
     if outcome == "crossover":
-        text = f"EAGLE-3 faster below c≈{_c_label(set_result['crossover_concurrency'])}"
+        text = f"EAGLE-3 faster below c≈{_c_label(crossing(set_result)[0])}"
     elif outcome == "eagle3_never_wins":
         text = "baseline faster at every level"
     elif outcome is None:
@@ -117,29 +125,29 @@ def headline(set_result: dict[str, Any]) -> str:
     return text
 
 
-def _mark_crossover(ax: Axes, set_result: dict[str, Any] | None, *, threshold: bool) -> None:
+def _mark_crossover(ax: Axes, set_result: PromptSetAnalysis | None, *, threshold: bool) -> None:
     if not set_result:
         return
     if set_result["outcome"] == "crossover":
-        c_star = set_result["crossover_concurrency"]
-        lo, hi = set_result["interval"]
+        c_star, lo, hi = crossing(set_result)
         ax.axvspan(lo, hi, color="0.5", alpha=0.15, lw=0,
                    label=f"crossover 95% interval {_c_label(lo)}–{_c_label(hi)}")
         ax.axvline(c_star, color="0.3", lw=1.2, label=f"crossover c*≈{_c_label(c_star)}")
     one = _one_server(set_result)
     if one is not None and one["outcome"] == "crossover":
-        ax.axvline(one["crossover_concurrency"], color="0.3", lw=1.2, ls=":",
-                   label=f"EAGLE-3 = zero-step at c≈{_c_label(one['crossover_concurrency'])}")
+        one_c_star = crossing(one)[0]
+        ax.axvline(one_c_star, color="0.3", lw=1.2, ls=":",
+                   label=f"EAGLE-3 = zero-step at c≈{_c_label(one_c_star)}")
     if threshold:
-        t = (one or set_result)["threshold_batch_size"]
+        t = decided_threshold(one or set_result)
         name = "one-server threshold" if one is not None else "threshold"
         ax.axvline(t, color="black", lw=1.0, ls="-.", label=f"{name} T={t} (batch size)")
 
 
-def _set_result(result: dict[str, Any] | None, prompt_set: str) -> dict[str, Any] | None:
+def _set_result(result: Analysis | None, prompt_set: str) -> PromptSetAnalysis | None:
     if result is None:
         return None
-    sets: dict[str, dict[str, Any]] = result.get("prompt_sets", {})
+    sets: dict[str, PromptSetAnalysis] = result.get("prompt_sets", {})
     return sets.get(prompt_set)
 
 
@@ -147,7 +155,7 @@ def _set_result(result: dict[str, Any] | None, prompt_set: str) -> dict[str, Any
 # the figures
 
 
-def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
+def throughput_figure(run: Run, result: Analysis | None) -> Figure:
     """(1) Output tok/s vs concurrency per configuration, bands, crossovers and threshold."""
     means = point_means(run)
     sets = run.prompt_sets
@@ -179,17 +187,18 @@ def throughput_figure(run: Run, result: dict[str, Any] | None) -> Figure:
     return fig
 
 
-def _ratio_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+def _ratio_series(s: PromptSetAnalysis) -> list[tuple[str, str, Decision]]:
     """The ratio curves a set has: over the baseline, over zero-step (a run may lack either)."""
-    series = ([("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)]
-              if s.get("ratio_by_concurrency") else [])
+    series: list[tuple[str, str, Decision]] = (
+        [("EAGLE-3 / baseline", MODE_COLORS["eagle3"], s)]
+        if s.get("ratio_by_concurrency") else [])
     one = _one_server(s)
     if one is not None:
         series.append(("EAGLE-3 / zero-step", MODE_COLORS["zero-step"], one))
     return series
 
 
-def ratio_figure(run: Run, result: dict[str, Any]) -> Figure:
+def ratio_figure(run: Run, result: Analysis) -> Figure:
     """(2) EAGLE-3 over the baseline (and over zero-step) with 95% bands and the 1.0 line."""
     sets = list(result["prompt_sets"])
     fig, axes = _panels(1, len(sets), "EAGLE-3 speed-up vs load: over the baseline (below 1.0 a "
@@ -296,7 +305,7 @@ def latency_figure(run: Run) -> Figure:
     return fig
 
 
-def _efficiency_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, float], list[int]]]:
+def _efficiency_series(s: PromptSetAnalysis) -> list[tuple[str, str, dict[str, float], list[int]]]:
     """(legend, colour, E by level, interpolated levels) of every switching server measured."""
     series = []
     one = s.get("one_server") or {}
@@ -313,7 +322,7 @@ def _efficiency_series(s: dict[str, Any]) -> list[tuple[str, str, dict[str, floa
     return series
 
 
-def _efficiency_title(result: dict[str, Any], sets: list[str]) -> str:
+def _efficiency_title(result: Analysis, sets: list[str]) -> str:
     worst = min((min(eff.values()), name, min(eff, key=eff.get), legend.split(":")[0])  # type: ignore[arg-type]
                 for name in sets
                 for legend, _, eff, _ in _efficiency_series(result["prompt_sets"][name]))
@@ -324,7 +333,7 @@ def _efficiency_title(result: dict[str, Any], sets: list[str]) -> str:
     return f"{who} falls to {value:.2f} of the better static mode at c={c} ({name})"
 
 
-def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
+def envelope_figure(run: Run, result: Analysis) -> Figure | None:
     """(5) Efficiency of the one-threshold server and of the tuned schedule, per level."""
     sets = [s for s, r in result["prompt_sets"].items() if _efficiency_series(r)]
     if not sets:
@@ -356,16 +365,18 @@ def envelope_figure(run: Run, result: dict[str, Any]) -> Figure | None:
     return fig
 
 
-def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
+def schedule_figure(run: Run, result: Analysis) -> Figure | None:
     """(6) The best K per level and the batch-size slots the tuned server uses."""
-    sets = [s for s, r in result["prompt_sets"].items() if (r.get("schedule") or {}).get("slots")]
+    schedules: dict[str, Schedule] = {
+        name: schedule for name, r in result["prompt_sets"].items()
+        if (schedule := r.get("schedule")) and schedule.get("slots")}
+    sets = list(schedules)
     if not sets:
         return None
-    shown = "; ".join(f"{s} {slots_text(result['prompt_sets'][s]['schedule']['slots'])}"
-                      for s in sets)
+    shown = "; ".join(f"{s} {slots_text(schedules[s]['slots'])}" for s in sets)
     fig, axes = _panels(1, len(sets), f"Tuned steps per batch size (slot → K): {shown}")
     for ax, prompt_set in zip(axes[0], sets, strict=True):
-        sched = result["prompt_sets"][prompt_set]["schedule"]
+        sched = schedules[prompt_set]
         per_level = {int(c): k for c, k in sched["per_level"].items()}
         measured = {int(c): k for c, k in sched.get("measured_best", sched["per_level"]).items()}
         levels = sorted(per_level)
@@ -391,7 +402,7 @@ def schedule_figure(run: Run, result: dict[str, Any]) -> Figure | None:
     return fig
 
 
-def figures(run: Run, result: dict[str, Any] | None = None) -> dict[str, Figure]:
+def figures(run: Run, result: Analysis | None = None) -> dict[str, Figure]:
     """All figures that the run's data allows, by name (see FIGURE_NAMES)."""
     if result is None:
         result = current_analysis(run)  # None for e.g. a baseline-only run: plot what exists
@@ -414,7 +425,7 @@ def figures(run: Run, result: dict[str, Any] | None = None) -> dict[str, Figure]
 
 
 def plot_run(
-    run: Run, out_dir: Path | None = None, result: dict[str, Any] | None = None,
+    run: Run, out_dir: Path | None = None, result: Analysis | None = None,
 ) -> list[Path]:
     """Write every figure as PNG and SVG into out_dir (default <run>/plots); returns the paths."""
     if run.summary.empty:

@@ -3,6 +3,7 @@
 - `store.py`: the one atomic writer every file goes through;
 - `manifest.py`: the typed, versioned manifest (config, fingerprint, servers, point status);
 - `points.py`: point files and the summary (the public summary columns);
+- `analysis.py`: analysis.json's typed model, read and written through it;
 - `run.py`: `load_run`, the loader every reader uses, and `store_reference`.
 """
 

@@ -6,13 +6,12 @@ source of truth: a crash may leave `summary.parquet` stale), and `analysis.json`
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from specbench.results.analysis import Analysis, load_analysis, write_analysis_file
 from specbench.results.manifest import Manifest, RunDirError, read_manifest
 from specbench.results.points import (
     PointKey,
@@ -22,7 +21,6 @@ from specbench.results.points import (
     summary_frame,
     write_summary,
 )
-from specbench.results.store import write_json
 
 ANALYSIS_FILE = "analysis.json"
 
@@ -34,7 +32,7 @@ class Run:
     path: Path
     manifest: Manifest
     summary: pd.DataFrame
-    analysis: dict[str, Any] | None = field(default=None)
+    analysis: Analysis | None = field(default=None)
 
     @property
     def modes(self) -> list[str]:
@@ -79,7 +77,7 @@ def load_run(path: Path | str) -> Run:
     analysis = None
     analysis_path = run_dir / ANALYSIS_FILE
     if analysis_path.exists():
-        analysis = json.loads(analysis_path.read_text())
+        analysis = load_analysis(analysis_path)
     return Run(path=run_dir, manifest=manifest, summary=summary, analysis=analysis)
 
 
@@ -91,5 +89,5 @@ def store_reference(run: Run, target: Path) -> Path:
     run.manifest.model_copy(update={"reference_of": str(run.path)}).save(target)
     write_summary(target, summary_frame(run.summary.to_dict("records")))
     if run.analysis is not None:
-        write_json(target / ANALYSIS_FILE, run.analysis)
+        write_analysis_file(target / ANALYSIS_FILE, run.analysis)
     return target

@@ -20,7 +20,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from rich.console import Console
 
@@ -33,6 +32,7 @@ from specbench.errors import UserError
 from specbench.goodput import Slo
 from specbench.load import arrivals, procs, protocols, runner
 from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
+from specbench.results.analysis import Analysis
 from specbench.results.manifest import ServerRecord
 from specbench.run import adaptive
 from specbench.run.plan import compared_at_threshold, levels_for, straddled_thresholds
@@ -419,7 +419,7 @@ class Sweep:
         self.manifest.save(self.run_dir)
         return dict(record.per_prompt_set)
 
-    def analysis(self) -> dict[str, Any]:
+    def analysis(self) -> Analysis:
         from specbench import analysis
 
         results.rebuild_summary(self.run_dir)
