@@ -33,7 +33,7 @@ curves compare the same requests:
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -79,24 +79,40 @@ def _threshold_of(run: Run, mode: str, prompt_set: str) -> int | None:
     return run.manifest.thresholds().get(prompt_set) or run.manifest.config.threshold
 
 
-def _points(run: Run, prompt_set: str) -> dict[str, dict[float, dict[str, Any]]]:
+@dataclass(frozen=True)
+class _Point:
+    """One configuration at one rate: the repeats' mean of each column (NaN where none)."""
+
+    means: dict[str, float]
+    threshold: int | None  # the T its batch is held against
+    above_threshold_share: float
+    flags: str  # the repeats' flags, joined
+
+    def as_json(self, rate: float) -> RatePoint:
+        """The point as analysis.json lists it: the rate, the columns, NaN as None."""
+        return {"rate": rate_text(rate), **{k: finite_or_none(v) for k, v in self.means.items()},
+                "threshold": self.threshold,
+                "above_threshold_share": finite_or_none(self.above_threshold_share),
+                "flags": self.flags}
+
+
+def _points(run: Run, prompt_set: str) -> dict[str, dict[float, _Point]]:
     """Per configuration and rate: the repeats' mean of each column, the flags joined."""
     rows = run.summary[run.summary["prompt_set"] == prompt_set]
-    out: dict[str, dict[float, dict[str, Any]]] = {}
+    out: dict[str, dict[float, _Point]] = {}
     for (mode, rate), group in rows.groupby(["mode", "request_rate"], sort=True):
-        point: dict[str, Any] = {}
+        means: dict[str, float] = {}
         for col in _COLUMNS:
             if col in group:
                 values = pd.to_numeric(group[col], errors="coerce").astype(float)
-                point[col] = float(values.mean()) if values.notna().any() else math.nan
+                means[col] = float(values.mean()) if values.notna().any() else math.nan
         threshold = _threshold_of(run, str(mode), prompt_set)
         shares = [share_above(s, threshold) for s in group.get("server_running_reqs_samples",
                                                                  [None] * len(group))]
-        point["threshold"] = threshold
-        point["above_threshold_share"] = float(np.nanmean(shares)) if threshold and any(
+        share = float(np.nanmean(shares)) if threshold and any(
             math.isfinite(s) for s in shares) else math.nan
-        point["flags"] = ";".join(sorted({f for fl in group["flags"] for f in fl.split(";")
-                                          if f}))
+        flags = ";".join(sorted({f for fl in group["flags"] for f in fl.split(";") if f}))
+        point = _Point(means, threshold, share, flags)
         out.setdefault(str(mode), {})[float(rate)] = point  # type: ignore[arg-type]
     return out
 
@@ -143,8 +159,9 @@ def _paired(run: Run, prompt_set: str, rate: float, metric: str, slo: Slo | None
     return math.log(a_sum / b_sum), se
 
 
-def _ratio(num: dict[str, Any], den: dict[str, Any], metric: str) -> tuple[float, float] | None:
+def _ratio(num_point: _Point, den_point: _Point, metric: str) -> tuple[float, float] | None:
     """(log ratio, its standard error) of one rate, or None where it says nothing."""
+    num, den = num_point.means, den_point.means
     if metric == "goodput":
         n_num, n_den = num.get("window_arrivals", 0), den.get("window_arrivals", 0)
         if not (n_num and n_den) or (num.get("slo_good", 0) == 0 and den.get("slo_good", 0) == 0):
@@ -164,7 +181,7 @@ def _ratio(num: dict[str, Any], den: dict[str, Any], metric: str) -> tuple[float
     return math.log(a / b), se if math.isfinite(se) else 0.0
 
 
-def decide(run: Run, prompt_set: str, points: dict[str, dict[float, dict[str, Any]]],
+def decide(run: Run, prompt_set: str, points: dict[str, dict[float, _Point]],
            metric: str, *, seed: int, resamples: int) -> RateDecision | None:
     """Where EAGLE-3 stops winning on `metric` (tok_s | goodput) over the finite rates."""
     load = run.manifest.config.load
@@ -194,7 +211,7 @@ def decide(run: Run, prompt_set: str, points: dict[str, dict[float, dict[str, An
     codes, stars, _ = crossings(log2_rate, draws)
     outcome = OUTCOMES[int(code[0])]
     baseline = points[DEN]
-    batch = [baseline[r].get("server_running_reqs_mean", math.nan) for r in rates]
+    batch = [baseline[r].means.get("server_running_reqs_mean", math.nan) for r in rates]
     decision: RateDecision = {
         "metric": metric,
         "outcome": outcome,
@@ -234,7 +251,7 @@ def _batch_at(rates: list[float], batch: list[float], rate: float) -> float:
     return float(np.interp(math.log2(rate), xs, ys))
 
 
-def _dynamic(points: dict[str, dict[float, dict[str, Any]]]) -> dict[str, list[DynamicRate]]:
+def _dynamic(points: dict[str, dict[float, _Point]]) -> dict[str, list[DynamicRate]]:
     """E per rate of every switching server, on tok/s and goodput, with its switches."""
     out: dict[str, list[DynamicRate]] = {}
     statics = [points[m] for m in (NUM, DEN) if m in points]
@@ -245,26 +262,23 @@ def _dynamic(points: dict[str, dict[float, dict[str, Any]]]) -> dict[str, list[D
             continue
         rows: list[DynamicRate] = []
         for rate, p in sorted(curve.items()):
-            best_tok = max((s[rate]["output_tok_s"] for s in statics if rate in s), default=0.0)
-            best_good = max((s[rate].get("goodput_req_s", math.nan) for s in statics
+            best_tok = max((s[rate].means["output_tok_s"] for s in statics if rate in s),
+                           default=0.0)
+            best_good = max((s[rate].means.get("goodput_req_s", math.nan) for s in statics
                              if rate in s), default=math.nan)
-            good = p.get("goodput_req_s", math.nan)
+            good = p.means.get("goodput_req_s", math.nan)
             rows.append({
                 "rate": rate_text(rate),
-                "efficiency_tok_s": finite_or_none(p["output_tok_s"] / best_tok)
+                "efficiency_tok_s": finite_or_none(p.means["output_tok_s"] / best_tok)
                 if best_tok > 0 else None,
                 "efficiency_goodput": finite_or_none(good / best_good)
                 if best_good and best_good > 0 else None,
-                "switches": finite_or_none(p.get("server_switches", math.nan)),
-                "threshold": p.get("threshold"),
-                "above_threshold_share": finite_or_none(p.get("above_threshold_share")),
+                "switches": finite_or_none(p.means.get("server_switches", math.nan)),
+                "threshold": p.threshold,
+                "above_threshold_share": finite_or_none(p.above_threshold_share),
             })
         out[mode] = rows
     return out
-
-
-def _clean(point: dict[str, Any]) -> RatePoint:
-    return {k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in point.items()}
 
 
 def analyze_arrivals(run: Run, *, seed: int = 0, resamples: int = 2000) -> Analysis:
@@ -278,7 +292,7 @@ def analyze_arrivals(run: Run, *, seed: int = 0, resamples: int = 2000) -> Analy
                 if load.slo else None)
         chosen = good or tok
         sets[name] = {
-            "points": {mode: [{"rate": rate_text(r), **_clean(p)} for r, p in sorted(c.items())]
+            "points": {mode: [p.as_json(r) for r, p in sorted(c.items())]
                        for mode, c in points.items()},
             "tok_s": tok,
             "goodput": good,
