@@ -106,7 +106,7 @@ app.command()(tune)
 # Readers of a run directory.
 
 
-def _load(run_dir: Path) -> Any:
+def _load(run_dir: Path) -> Run:
     from specbench import results
 
     return guard(lambda: results.load_run(run_dir))

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -103,7 +102,7 @@ class LevelRow:
         return self.values.get(RATIO_HEADER)
 
 
-def _by_level(mapping: Mapping[str, Any] | None) -> dict[int, float]:
+def _by_level(mapping: Mapping[str, float | None] | None) -> dict[int, float]:
     return {int(c): float(v) for c, v in (mapping or {}).items() if v is not None}
 
 
