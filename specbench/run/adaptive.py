@@ -32,9 +32,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 from specbench.configurations import DECISION_PAIRS
+from specbench.results.analysis import Analysis, PromptSetAnalysis
 from specbench.results.manifest import gpu_time
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Decision:
     """One decision the plan bisects: its name, where the analysis keeps it, its two servers."""
 
     name: str
-    field: str
+    field: Literal["plain_server", "one_server"]
     servers: tuple[str, str]
 
 
@@ -160,7 +161,7 @@ def next_level(grid: Sequence[int], shared: Iterable[int], outcome: str | None,
     return next((levels[i] for i in beyond if i not in done), None)
 
 
-def _reading(entry: Mapping[str, Any], decision: Decision
+def _reading(entry: PromptSetAnalysis, decision: Decision
              ) -> tuple[str | None, float | None, list[float] | None]:
     found = entry.get(decision.field) or {}
     # The draws' interval: a chord's bend is narrowed by the levels bisection places anyway.
@@ -178,7 +179,7 @@ def _winning_level(shared: Iterable[int], outcome: str | None,
     return None
 
 
-def place(analysis: Mapping[str, Any], refined: dict[str, list[int]], grid: Sequence[int],
+def place(analysis: Analysis, refined: dict[str, list[int]], grid: Sequence[int],
           names: Iterable[str], servers: Iterable[str]) -> list[str]:
     """One round: add each decision's next level to both its servers' levels in `refined`
     (decisions whose servers are not all in `servers` are skipped; T waits while c* still
