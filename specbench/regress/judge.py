@@ -8,8 +8,9 @@ in :mod:`specbench.stats`, and the crossover is located with the same rule the r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from specbench.regress.verdict import (
     worst,
 )
 from specbench.results import Run
+from specbench.results.analysis import Decision as DecisionEntry
 from specbench.results.points import level_text, levels_text
 from specbench.stats import (
     find_crossing,
@@ -542,7 +544,7 @@ class Decision:
 
     name: str  # "plain-server" | "one-server"
     den: str
-    key: str | None
+    key: Literal["one_server"] | None
     subject: str  # finding subject prefix
     consequence: str  # what a moved crossing means, for a failure
 
@@ -567,7 +569,7 @@ class _Ends:
     interval: tuple[float, float] | None  # the reference's, from analysis.json only
 
 
-def _stored_ends(ref_entry: Mapping[str, object], cand_entry: Mapping[str, object]) -> _Ends:
+def _stored_ends(ref_entry: DecisionEntry, cand_entry: DecisionEntry) -> _Ends:
     interval: tuple[float, float] | None = None
     raw = ref_entry.get("interval")
     if isinstance(raw, list | tuple) and len(raw) == 2:
@@ -600,7 +602,7 @@ def _computed_ends(
                  cand_x.crossover_concurrency, None)
 
 
-def _stored_entry(run: Run, prompt_set: str, decision: Decision) -> Mapping[str, object] | None:
+def _stored_entry(run: Run, prompt_set: str, decision: Decision) -> DecisionEntry | None:
     """The decision's entry in the run's analysis.json, when it has an outcome."""
     entry = analysis_entry(run, prompt_set)
     if entry is None or decision.key is None:
