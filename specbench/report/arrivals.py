@@ -11,7 +11,6 @@ highest TPOT percentile against the rate, the SLO line and the goodput crossing 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
@@ -38,7 +37,7 @@ CAPTION = ("Goodput (output tok/s without SLOs) and TPOT against the request rat
            "configuration; the SLO and the goodput crossing marked")
 
 
-def _num(value: Any, spec: str) -> str:
+def _num(value: float | int | str | None, spec: str) -> str:
     return format(value, spec) if isinstance(value, (int, float)) and math.isfinite(value) \
         else "–"
 
