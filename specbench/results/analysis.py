@@ -19,9 +19,10 @@ from functools import cache
 from pathlib import Path
 from typing import NotRequired, cast
 
-from pydantic import ConfigDict, TypeAdapter, with_config
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict  # pydantic reads typing.TypedDict only from 3.12
 
+from specbench.results.manifest import RunDirError
 from specbench.results.store import write_json
 
 # Unknown keys are kept: a file written by a later version still loads, whole.
@@ -283,7 +284,7 @@ class Analysis(TypedDict, total=False):
     mix: Mix | None
     prompt_sets: dict[str, PromptSetAnalysis]
     context_surface: dict[str, ContextSurface] | None
-    between_launch: NotRequired[BetweenLaunch]
+    between_launch: BetweenLaunch
     load: str
     request_rates: list[str]
     burstiness: float
@@ -305,8 +306,16 @@ def check_analysis(found: object) -> Analysis:
 
 
 def load_analysis(path: Path) -> Analysis:
-    """Read analysis.json at `path` through the model."""
-    return check_analysis(json.loads(path.read_text()))
+    """Read analysis.json at `path` through the model; RunDirError (one line) where the file
+    does not fit it."""
+    try:
+        return check_analysis(json.loads(path.read_text()))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise RunDirError(
+            f"{path} does not fit analysis.json's model ({where}: {first['msg']}); remove it "
+            "and run `specbench threshold` on the run to write it anew") from None
 
 
 def write_analysis_file(path: Path, analysis: Analysis) -> Path:
