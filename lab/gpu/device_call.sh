@@ -146,32 +146,41 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   #    every step, a kernel profile at each level.
   [[ $steps == *" launchk "* ]] && profiled "$R/$N-launch-k" eagle3,tuned 1,16,64 \
     --schedule 0:5,1:3 --server-arg "--decode-log-interval 1"
-  # 9. The dynamic server where it decides: EAGLE-3 and zero-step at the grid, T chosen from
+  # 9. Outputs that end together: the coding set with every cap the mean of the default
+  #     profile's drawn lengths (equal) against the drawn caps themselves (staggered), the same
+  #     mean; the constructed models never stop early, so the caps are the lengths.
+  #     ENDS_MODES and ENDS_WINDOW_S narrow it to what a short device budget holds (one launch);
+  #     ENDS_PROFILE= (empty) drops the kernel profile; ENDS_LEVELS (default 16,64) the levels.
+  #     The same run is explain's: a log line every step and a kernel profile at 64 (the
+  #     profile's 20 steps fall at each window's end, the same in both sets), and the tree
+  #     draft (topk 4, 8 draft tokens) beside the chain, last, so a tree that fails to launch
+  #     loses nothing measured before it.
+  if [[ $steps == *" ends "* ]]; then
+    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-staggered.jsonl
+    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 --equal > /tmp/coding-equal.jsonl
+    bash lab/gpu/h200_sweep.sh "$R/$N-ends" "${M[@]}" --plan dense --warmup-s 2 \
+      --window-s "${ENDS_WINDOW_S:-12}" --modes "${ENDS_MODES:-baseline,eagle3,eagle3-k3-t4-d8}" \
+      --prompts /tmp/coding-equal.jsonl,/tmp/coding-staggered.jsonl \
+      --concurrency "${ENDS_LEVELS:-16,64}" --server-arg "--decode-log-interval 1" \
+      ${ENDS_PROFILE---profile-steps 64}
+  fi
+  # 10. The dynamic server where it decides: EAGLE-3 and zero-step at the grid, T chosen from
   #    them, then both static servers at T-1, T, T+1 beside the dynamic one (one step a log
   #    line, for the switches and step times around T). Where the crossing lies on an H100:
   #    agentic between 64 and 128 (the tune run: c* 118), coding above 128; on an H200 coding
   #    between 64 and 128 (c* 82), agentic between 16 and 32 (c* 22).
   if [[ $steps == *" straddle "* ]]; then
-    local sets=(agentic) levels=(64,128)
-    [[ $card == h200 ]] && sets=(coding agentic) levels=(64,128 16,32)
-    for i in "${!sets[@]}"; do
-      bash lab/gpu/h200_sweep.sh "$R/$N-straddle-${sets[$i]}" "${M[@]}" --plan dense \
+    # STRADDLE_SETS picks the sets (default: those whose crossing lies inside the grid).
+    local set levels default_sets=agentic
+    [[ $card == h200 ]] && default_sets="coding agentic"
+    for set in ${STRADDLE_SETS:-$default_sets}; do
+      levels=64,128
+      [[ $card == h200 && $set == agentic ]] && levels=16,32
+      bash lab/gpu/h200_sweep.sh "$R/$N-straddle-$set" "${M[@]}" --plan dense \
         --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
-        --modes eagle3,zero-step,dynamic --prompts "${sets[$i]}" --concurrency "${levels[$i]}" \
-        --server-arg "--decode-log-interval 1"
+        --modes eagle3,zero-step,dynamic --prompts "$set" --concurrency "$levels" \
+        --straddle-rounds "${STRADDLE_ROUNDS:-1}" --server-arg "--decode-log-interval 1"
     done
-  fi
-  # 10. Outputs that end together: the coding set with every cap the mean of the default
-  #     profile's drawn lengths (equal) against the drawn caps themselves (staggered), the same
-  #     mean; the constructed models never stop early, so the caps are the lengths.
-  #     ENDS_MODES and ENDS_WINDOW_S narrow it to what a short device budget holds (one launch).
-  if [[ $steps == *" ends "* ]]; then
-    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 > /tmp/coding-staggered.jsonl
-    python3 lab/gpu/default_lengths.py coding llama-3.1-8b-1xh200 --equal > /tmp/coding-equal.jsonl
-    bash lab/gpu/h200_sweep.sh "$R/$N-ends" "${M[@]}" --plan dense --warmup-s 2 \
-      --window-s "${ENDS_WINDOW_S:-12}" --modes "${ENDS_MODES:-baseline,eagle3}" \
-      --prompts /tmp/coding-equal.jsonl,/tmp/coding-staggered.jsonl \
-      --concurrency 16,64
   fi
   return 0
 }
@@ -195,7 +204,7 @@ if [ ! -f "$S/started" ]; then
     export PYTHONPATH="$S:$PYTHONPATH" MPLBACKEND=Agg PYTHONUNBUFFERED=1
     note="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
     [[ ${MODELS:-} == random ]] && note="Random-weight Llama target (hidden 2048, 16 layers) and EAGLE-3 draft, built by the device kit's build_random_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
-    export KIT STEPS ENDS_MODES ENDS_WINDOW_S MODELS MODELS_NOTE="$note"
+    export KIT STEPS ENDS_MODES ENDS_WINDOW_S ENDS_PROFILE ENDS_LEVELS STRADDLE_ROUNDS STRADDLE_SETS MODELS MODELS_NOTE="$note"
     touch "$S/started"
     echo "[device_call] setup done; the runs start"
     setsid nohup bash -c "$(declare -f profiled plan); cd $S; plan; echo '[device_call] all runs done'" \
