@@ -310,6 +310,10 @@ def load_analysis(path: Path) -> Analysis:
     does not fit it."""
     try:
         return check_analysis(json.loads(path.read_text()))
+    except json.JSONDecodeError as exc:
+        raise RunDirError(
+            f"{path} is not JSON ({exc.msg} at line {exc.lineno}); remove it and run "
+            "`specbench threshold` on the run to write it anew") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
