@@ -153,14 +153,17 @@ def test_bookkeeping_of_a_250_request_step_is_cheap() -> None:
         )
         req.prefill_done, req.completion_tokens = req.prompt_tokens, 1
         sched.decoding.append(req)
-    n = 200
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fwd = sched._plan()
-        assert fwd is not None and fwd.kind == "decode"
-        sched._commit(fwd, 0.0, 0.0)
-    per_step_ms = (time.perf_counter() - t0) / n * 1e3
-    assert per_step_ms < 2.0  # ~0.25 ms measured; generous for a shared 2-core machine
+    # The fastest of five rounds: a round the host preempted says nothing about the code.
+    rounds_ms = []
+    for _ in range(5):
+        n = 40
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fwd = sched._plan()
+            assert fwd is not None and fwd.kind == "decode"
+            sched._commit(fwd, 0.0, 0.0)
+        rounds_ms.append((time.perf_counter() - t0) / n * 1e3)
+    assert min(rounds_ms) < 2.0  # ~0.25 ms measured; generous for a shared 2-core machine
 
 
 def _with_prefill_first(on: bool) -> tuple[Scheduler, TraitModel]:
