@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.harness import run_cli
@@ -46,3 +47,16 @@ def test_the_check_fails_on_a_stale_quote(printed: list[str]) -> None:
     stale = ("one server: c* = 81.7 (95% interval 67.9–94.8), server batch size 80.4 -> "
              "threshold 81 (interval 67–94), bootstrap support 100%")
     assert not any(out.startswith(stale) for out in printed)
+
+
+ENDS = REPO / "results" / "gpu" / "h100-sglang-0.5.17-llama8b-shape-q0.3-triton-ends"
+
+
+def test_the_equal_against_staggered_numbers_are_the_committed_runs() -> None:
+    rows = pd.read_parquet(ENDS / "summary.parquet").set_index("prompt_set")["output_tok_s"]
+    equal, staggered = rows["coding-equal"], rows["coding-staggered"]
+    drop = f"{100 * (1 - staggered / equal):.1f}% lower"
+    for doc in ("docs/reading-results.md", "results/gpu/README.md"):
+        text = " ".join((REPO / doc).read_text().split())
+        assert f"{equal:,.0f}" in text and f"{staggered:,.0f}" in text, doc
+        assert drop in text, (doc, drop)
