@@ -215,6 +215,7 @@ def _chosen_schedule(run: Run, found: Analysis, name: str) -> Schedule:
     """The schedule to deploy for a set (from :func:`_chosen_set`): its tuned schedule or
     one-server threshold, or for the mix the recommended threshold."""
     from specbench import analysis
+    from specbench.analysis.mix import chosen_threshold
     from specbench.configurations import Schedule
 
     entry = found["prompt_sets"].get(name)
@@ -226,11 +227,7 @@ def _chosen_schedule(run: Run, found: Analysis, name: str) -> Schedule:
     slots = (entry.get("schedule") or {}).get("slots")
     if slots:
         return Schedule.from_slots(slots)
-    one_server = entry.get("one_server") or {}
-    chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
-    if chosen is None:
-        raise TypeError(f"prompt set {name!r} has no threshold")
-    return Schedule.from_threshold(analysis.speculative_num_steps(run), int(chosen))
+    return Schedule.from_threshold(analysis.speculative_num_steps(run), chosen_threshold(entry))
 
 
 # regress/thresholds.py's Thresholds() defaults, repeated here so that --help does not import the
