@@ -8,14 +8,16 @@ steps (topk != 1, DP attention, two-batch overlap, PDMux, multi-layer EAGLE). `G
 underscores) plus `internal_states[i]` per data-parallel rank; each mismatch becomes one line
 that names the flag and the fix. The simulated server serves the same shape, so these checks
 serve every engine; :func:`detect_mode` classifies an attached server, and
-:func:`fetch_server_info` reads it (for launched and attached servers alike).
+:func:`fetch_server_info` reads it (for launched and attached servers alike). The checks take
+the body as ``Mapping[str, object]``: it is another server's JSON, so each value is narrowed
+where it is read.
 """
 
 from __future__ import annotations
 
 import json
 import urllib.error
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,7 @@ class Expected:
         return self.speculative_num_steps + 1
 
 
-def _algorithm(info: dict[str, Any]) -> str | None:
+def _algorithm(info: Mapping[str, object]) -> str | None:
     value = info.get("speculative_algorithm")
     if value is None or str(value).strip().upper() in ("", "NONE"):
         return None
@@ -73,7 +75,7 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def detect_mode(info: dict[str, Any]) -> str:
+def detect_mode(info: Mapping[str, object]) -> str:
     """baseline | eagle3 | dynamic, from a server's /server_info (for --engine attach).
 
     Raises ConfigError (one line) for speculative algorithms specbench does not compare.
@@ -106,7 +108,7 @@ def effective_threshold(threshold: int, cuda_graph_bs: Sequence[int] | None) -> 
     return below[-1] + 1 if below else 1
 
 
-def routing_from_adaptive_config(config: dict[str, Any]) -> tuple[int | None, int | None]:
+def routing_from_adaptive_config(config: Mapping[str, object]) -> tuple[int | None, int | None]:
     """(K, T) of a "K steps below T, zero from T on" adaptive JSON; None where it is not one.
 
     K is the single candidate of the slots below T; T the smallest slot key from which every
@@ -131,7 +133,7 @@ def routing_from_adaptive_config(config: dict[str, Any]) -> tuple[int | None, in
     return steps_below, threshold
 
 
-def _capacity(info: dict[str, Any]) -> tuple[int | None, int | None]:
+def _capacity(info: Mapping[str, object]) -> tuple[int | None, int | None]:
     """(configured max_running_requests, effective capacity summed over DP ranks)."""
     configured = _as_int(info.get("max_running_requests"))
     states = info.get("internal_states")
@@ -148,7 +150,7 @@ def _capacity(info: dict[str, Any]) -> tuple[int | None, int | None]:
     return configured, effective
 
 
-def check_server_info(info: dict[str, Any], expected: Expected) -> list[str]:
+def check_server_info(info: Mapping[str, object], expected: Expected) -> list[str]:
     """Problems found in /server_info, one line each: what the server has, the flag that fixes it.
 
     An empty list means the server is what the sweep asked for.
@@ -172,7 +174,7 @@ def check_server_info(info: dict[str, Any], expected: Expected) -> list[str]:
 
 
 def _check_speculative(
-    info: dict[str, Any], expected: Expected, algorithm: str | None
+    info: Mapping[str, object], expected: Expected, algorithm: str | None
 ) -> list[str]:
     problems: list[str] = []
     mode = expected.mode
@@ -222,7 +224,7 @@ def _check_speculative(
     return problems
 
 
-def _read_adaptive_config(path: object) -> dict[str, Any] | None:
+def _read_adaptive_config(path: object) -> dict[str, object] | None:
     """The adaptive JSON a server was launched with, when it is readable from here (an
     attached server's path may be on another machine)."""
     config_path = Path(str(path))
@@ -235,7 +237,7 @@ def _read_adaptive_config(path: object) -> dict[str, Any] | None:
     return config if isinstance(config, dict) else None
 
 
-def _check_schedule(info: dict[str, Any], schedule: Schedule) -> list[str]:
+def _check_schedule(info: Mapping[str, object], schedule: Schedule) -> list[str]:
     path = info.get("speculative_adaptive_config")
     if not path:
         return [
@@ -252,7 +254,7 @@ def _check_schedule(info: dict[str, Any], schedule: Schedule) -> list[str]:
     return []
 
 
-def _check_threshold(info: dict[str, Any], expected: Expected) -> list[str]:
+def _check_threshold(info: Mapping[str, object], expected: Expected) -> list[str]:
     assert expected.threshold is not None
     problems: list[str] = []
     threshold = expected.threshold
@@ -288,7 +290,7 @@ def _check_threshold(info: dict[str, Any], expected: Expected) -> list[str]:
     return problems
 
 
-def _check_capacity(info: dict[str, Any], expected: Expected) -> list[str]:
+def _check_capacity(info: Mapping[str, object], expected: Expected) -> list[str]:
     problems: list[str] = []
     configured, effective = _capacity(info)
     largest = expected.largest_concurrency
@@ -349,7 +351,7 @@ RECORDED_KEYS = (
 )
 
 
-def _decode_graphs(info: dict[str, Any]) -> tuple[Any, Any]:
+def _decode_graphs(info: Mapping[str, object]) -> tuple[Any, Any]:
     """(decode CUDA-graph batch sizes, their largest): SGLang 0.5.23 resolves them into
     cuda_graph_config.decode.{bs,max_bs}; 0.5.17 returned cuda_graph_bs and cuda_graph_max_bs."""
     config = info.get("cuda_graph_config")
@@ -362,7 +364,7 @@ def _decode_graphs(info: dict[str, Any]) -> tuple[Any, Any]:
     return sizes, info.get("cuda_graph_max_bs") or info.get("cuda_graph_max_bs_decode")
 
 
-def recorded(info: dict[str, Any]) -> dict[str, Any]:
+def recorded(info: Mapping[str, object]) -> dict[str, object]:
     """The /server_info keys the manifest keeps (:data:`RECORDED_KEYS`, those the server gave),
     the decode CUDA-graph sizes under one name whichever release said them."""
     sizes, largest = _decode_graphs(info)

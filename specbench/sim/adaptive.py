@@ -13,9 +13,10 @@ from __future__ import annotations
 import bisect
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
 ADAPTIVE_SLOT_DEFAULTS: dict[str, float] = {
     "ema_alpha": 0.2,
@@ -25,8 +26,23 @@ ADAPTIVE_SLOT_DEFAULTS: dict[str, float] = {
     "up_hysteresis": 0.0,
     "ceiling_coeff": 0.0,
 }
+
+
+class AdaptiveSlot(TypedDict, total=False):
+    """One slot of SGLang's adaptive JSON; knobs it leaves out come from the file's top level,
+    else from ADAPTIVE_SLOT_DEFAULTS."""
+
+    candidate_steps: Required[list[int]]
+    ema_alpha: float
+    update_interval: int
+    warmup_batches: int
+    down_hysteresis: float
+    up_hysteresis: float
+    ceiling_coeff: float
+
+
 # SGLang's built-in adaptive config, used by a bare --speculative-adaptive.
-DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
+DEFAULT_ADAPTIVE_CONFIG: dict[str, AdaptiveSlot] = {
     "1": {"candidate_steps": [1, 3, 5, 7]},
     "8": {"candidate_steps": [0, 1, 3], "down_hysteresis": 0.0},
     "32": {"candidate_steps": [0, 1], "down_hysteresis": 0.0},
@@ -49,13 +65,13 @@ class SlotConfig:
 
 
 # SGLang 0.5.14-0.5.19's built-in config differs only in slot 1 (read from their wheels).
-DEFAULT_ADAPTIVE_CONFIG_0_5_17: dict[str, Any] = {
+DEFAULT_ADAPTIVE_CONFIG_0_5_17: dict[str, AdaptiveSlot] = {
     **DEFAULT_ADAPTIVE_CONFIG, "1": {"candidate_steps": [1, 3, 7]},
 }
 
 
 def load_adaptive_config(
-    path: str | None, default: dict[str, Any] | None = None
+    path: str | None, default: Mapping[str, AdaptiveSlot] | None = None
 ) -> tuple[SlotConfig, ...]:
     """Read SGLang's adaptive JSON: digit keys are slots; other top-level keys are defaults.
 
@@ -83,7 +99,7 @@ def load_adaptive_config(
     return tuple(sorted(slots, key=lambda s: s.key))
 
 
-def _slot_config(key: str, entry: Any, defaults: dict[str, Any]) -> SlotConfig:
+def _slot_config(key: str, entry: Any, defaults: Mapping[str, object]) -> SlotConfig:
     if not isinstance(entry, dict):
         raise ValueError(f"Adaptive config slot {key!r} must be an object with candidate_steps")
     merged = {**ADAPTIVE_SLOT_DEFAULTS, **defaults, **entry}

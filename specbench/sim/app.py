@@ -19,12 +19,22 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from typing import Any
 
 from aiohttp import web
 
 from specbench.sim.args import ServerSettings
 from specbench.sim.auth import key_middleware
+from specbench.sim.bodies import (
+    ChatMessage,
+    GraphPhaseLimits,
+    InternalState,
+    ResolvedExecution,
+    SamplingParams,
+    ServerArgs,
+    ServerInfo,
+    SimFrontendInfo,
+    SimInfo,
+)
 from specbench.sim.costmodel import Profile
 from specbench.sim.faults import FaultInjector
 from specbench.sim.frontend import FrontendStage
@@ -70,7 +80,7 @@ def _decode_graph_sizes(speculative: bool, max_bs: int) -> list[int]:
     return sizes if max_bs in sizes else [*sizes, max_bs]
 
 
-def _resolved_execution(s: ServerSettings) -> dict[str, Any]:
+def _resolved_execution(s: ServerSettings) -> ResolvedExecution:
     """The attention backend, CUDA graphs and overlap scheduling as SGLang 0.5.23 on an H200
     resolves them: FA3 by default on Hopper (MHA with topk 1, and MLA); decode graphs up to 256
     rows below TP 4, else 512, capped at --max-running-requests unless given; overlap
@@ -83,8 +93,9 @@ def _resolved_execution(s: ServerSettings) -> dict[str, Any]:
         max_bs = s.cuda_graph_max_bs_decode or min(256 if s.tp_size < 4 else 512,
                                                    s.max_running_requests)
         sizes = _decode_graph_sizes(s.speculative, max_bs)
-    phase = {"tc_compiler": "eager", "max_context_size": None, "full_prefill_max_req": None,
-             "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None}
+    phase: GraphPhaseLimits = {"tc_compiler": "eager", "max_context_size": None,
+                               "full_prefill_max_req": None,
+                               "full_prefill_prefix_chunk_tokens": None, "max_seq_len": None}
     return {
         "attention_backend": s.attention_backend or "fa3",
         # The simulator takes no per-phase backend flag; SGLang reports None when not given.
@@ -226,7 +237,7 @@ class SimServer:
     async def server_info(self, request: web.Request) -> web.Response:
         return web.json_response(self.server_info_dict())
 
-    def server_info_dict(self) -> dict[str, Any]:
+    def server_info_dict(self) -> ServerInfo:
         """SGLang's server args and internal state, then the simulator's `sim_*` keys."""
         return {
             **self._server_args(),
@@ -236,7 +247,7 @@ class SimServer:
             **self._sim_info(),
         }
 
-    def _server_args(self) -> dict[str, Any]:
+    def _server_args(self) -> ServerArgs:
         s, sch = self.settings, self.scheduler
         return {
             "model_path": s.model_path,
@@ -283,9 +294,9 @@ class SimServer:
             "launch_command": " ".join(["python", "-m", "specbench.sim", *s.argv]),
         }
 
-    def _internal_state(self) -> dict[str, Any]:
+    def _internal_state(self) -> InternalState:
         s, sch = self.settings, self.scheduler
-        state: dict[str, Any] = {
+        state: InternalState = {
             "effective_max_running_requests_per_dp": s.max_running_requests,
             "last_gen_throughput": sch.decode_log.last_gen_throughput,
             "memory_usage": {
@@ -300,7 +311,7 @@ class SimServer:
                 state["avg_spec_accept_length"] = avg
         return state
 
-    def _sim_info(self) -> dict[str, Any]:
+    def _sim_info(self) -> SimInfo:
         s, sch, lag = self.settings, self.scheduler, self.scheduler.lag
         return {
             "sim_profile": self.profile.name,
@@ -339,7 +350,7 @@ class SimServer:
             **self._frontend_info(),
         }
 
-    def _frontend_info(self) -> dict[str, Any]:
+    def _frontend_info(self) -> SimFrontendInfo:
         """`sim_frontend` when the profile models the tokenizer manager's serial stage."""
         stage = self.frontend
         if not stage.enabled:
@@ -418,10 +429,10 @@ class SimServer:
         text: str,
         *,
         agentic: bool,
-        sampling: dict[str, Any],
+        sampling: SamplingParams,
         stream: bool,
         prompt_tokens: int | None = None,
-        messages: list[dict[str, Any]] | None = None,
+        messages: list[ChatMessage] | None = None,
     ) -> SimRequest:
         """Check a request as SGLang does (context length, then the sampling values, then
         the scheduler's input limit), then queue it. `sampling` uses SGLang's names; without

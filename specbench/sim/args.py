@@ -24,9 +24,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TypedDict
 
 from specbench.sim.adaptive import SlotConfig
 from specbench.sim.costmodel import DEFAULT_PROFILE, Profile
@@ -176,8 +177,22 @@ def _rate(text: str) -> float:
     return value
 
 
-_INT: dict[str, Any] = {"type": int}
-_SWITCH: dict[str, Any] = {"action": "store_true"}
+class _FlagOptions(TypedDict, total=False):
+    """The add_argument keywords the flag tables below use."""
+
+    dest: str
+    required: bool
+    default: object
+    type: Callable[[str], object]
+    nargs: str
+    action: str
+    choices: tuple[str, ...]
+    metavar: str
+    help: str
+
+
+_INT: _FlagOptions = {"type": int}
+_SWITCH: _FlagOptions = {"action": "store_true"}
 _NO_EFFECT = "accepted; no effect in the simulator"
 # Real SGLang flags that change nothing in the model; accepted so a harness can pass them.
 IGNORED_VALUE_FLAGS = (
@@ -189,10 +204,13 @@ IGNORED_VALUE_FLAGS = (
     "--speculative-draft-load-format",
 )
 IGNORED_SWITCHES = ("--disable-cuda-graph", "--disable-overlap-schedule")
+# Shared by those flags (add_argument does not keep or change the dict it is given).
+_IGNORED_VALUE: _FlagOptions = {"help": _NO_EFFECT}
+_IGNORED_SWITCH: _FlagOptions = {**_SWITCH, "help": _NO_EFFECT}
 
 # (option strings, add_argument keywords) in --help order. Prefix abbreviations stay on, as
 # in SGLang, so the set of names decides which abbreviations are ambiguous.
-SGLANG_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+SGLANG_FLAGS: tuple[tuple[str, _FlagOptions], ...] = (
     ("--model-path --model", {"dest": "model_path", "required": True}),
     ("--tokenizer-path", {}),
     ("--host", {"default": "127.0.0.1"}),
@@ -227,7 +245,7 @@ SGLANG_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--api-key", {}),
     ("--admin-api-key", {}),
     ("--decode-log-interval", {"type": int, "default": 40}),
-    *((flag, {"help": _NO_EFFECT}) for flag in IGNORED_VALUE_FLAGS),
+    *((flag, _IGNORED_VALUE) for flag in IGNORED_VALUE_FLAGS),
     ("--disable-radix-cache", {**_SWITCH, "help": "no prefix cache"}),
     (
         "--enable-cache-report",
@@ -236,9 +254,9 @@ SGLANG_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
             "help": "report usage.prompt_tokens_details.cached_tokens in OpenAI responses",
         },
     ),
-    *((flag, {**_SWITCH, "help": _NO_EFFECT}) for flag in IGNORED_SWITCHES),
+    *((flag, _IGNORED_SWITCH) for flag in IGNORED_SWITCHES),
 )
-SIM_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+SIM_FLAGS: tuple[tuple[str, _FlagOptions], ...] = (
     (
         "--sim-profile",
         {"default": DEFAULT_PROFILE, "help": "bundled profile name or path to a profile TOML"},

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from specbench.sim.layercost import AttentionModel, LinearModel, MoeLinearModel
 from specbench.sim.profile import (
@@ -295,18 +295,29 @@ def predict_output_tok_s(
     return 1e3 * tokens / cost.total_ms
 
 
+class CrossoverRow(TypedDict):
+    """One row of :func:`crossover_table`: decode tok/s (model time) at one batch size."""
+
+    workload: str
+    batch: int
+    context_tokens: float
+    alpha: float
+    baseline_tok_s: float
+    eagle3_tok_s: float
+    ratio: float
+
 
 def crossover_table(
     profile: Profile,
     batches: tuple[int, ...] = (1, 16, 64, 128, 250),
     workloads: dict[str, tuple[float, float]] | None = None,
     num_steps: int = 3,
-) -> list[dict[str, Any]]:
+) -> list[CrossoverRow]:
     """Baseline vs EAGLE-3 decode tok/s per batch size for (context tokens, alpha) workloads."""
     if workloads is None:
         w = profile.workload
         workloads = {"coding": (1500.0, w.default_alpha), "agentic": (8000.0, w.agentic_alpha)}
-    rows: list[dict[str, Any]] = []
+    rows: list[CrossoverRow] = []
     for label, (context, alpha) in workloads.items():
         for b in batches:
             base = predict_output_tok_s(profile, b, context, speculative=False)

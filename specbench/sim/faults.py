@@ -14,8 +14,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from aiohttp import web
 
@@ -89,7 +90,7 @@ async def crash_after(seconds: float) -> NoReturn:
     injected_crash(f"after {seconds} s (--sim-crash-after-s)")
 
 
-def faulty_json(out: dict[str, Any], fault: FaultPlan) -> web.Response:
+def faulty_json(out: Mapping[str, object], fault: FaultPlan) -> web.Response:
     """A non-streaming JSON body; cut in half when the request was chosen to be malformed."""
     text = _dumps(out)
     if fault.malformed:

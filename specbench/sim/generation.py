@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
 from specbench.sim.args import ServerSettings
+from specbench.sim.bodies import SpecMeta, SpecTokensDetails, UsageInfo, WeightVersionSpan
 from specbench.sim.request import SimRequest
 from specbench.sim.streaming import CLIENT_GONE
 from specbench.sim.workload import filler_ids, filler_json, filler_text
@@ -46,7 +46,9 @@ async def guarded(handler: Callable[[], Awaitable[web.StreamResponse]]) -> web.S
         return web.Response(status=500, text="client went away")
 
 
-async def json_body(request: web.Request) -> dict[str, Any]:
+async def json_body(request: web.Request) -> dict[str, object]:
+    """The request's JSON object, its values as the client sent them (each route reads it as
+    its request type and checks the values it uses)."""
     try:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -56,12 +58,12 @@ async def json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def spec_meta(req: SimRequest, settings: ServerSettings) -> dict[str, Any]:
+def spec_meta(req: SimRequest, settings: ServerSettings) -> SpecMeta:
     """The spec_* keys SGLang adds to a finished request's meta_info: none without a verify
     round, the rates only when drafts were proposed, the histogram only when non-empty."""
     if not settings.speculative or req.verify_ct <= 0:
         return {}
-    meta: dict[str, Any] = {}
+    meta: SpecMeta = {}
     proposed = req.verify_ct * ((settings.speculative_num_draft_tokens or 1) - 1)
     if proposed > 0:
         meta["spec_accept_rate"] = req.correct_drafts / proposed
@@ -74,7 +76,7 @@ def spec_meta(req: SimRequest, settings: ServerSettings) -> dict[str, Any]:
     return meta
 
 
-def spec_details(req: SimRequest, settings: ServerSettings) -> dict[str, Any] | None:
+def spec_details(req: SimRequest, settings: ServerSettings) -> SpecTokensDetails | None:
     """`sglext.spec_tokens_details` of the OpenAI routes: every field, filled from meta_info
     (zeros for what it lacks); None, so no sglext at all, when meta_info has no spec key."""
     meta = spec_meta(req, settings)
@@ -93,7 +95,7 @@ def spec_details(req: SimRequest, settings: ServerSettings) -> dict[str, Any] | 
     }
 
 
-def weight_versions(req: SimRequest) -> list[dict[str, Any]]:
+def weight_versions(req: SimRequest) -> list[WeightVersionSpan]:
     """meta_info.weight_versions of a finished request: one span, the default weights."""
     return [{"version": "default", "start": 0, "end": req.completion_tokens}]
 
@@ -118,7 +120,7 @@ def output_ids(req: SimRequest, start: int, stop: int) -> list[int]:
     return ids
 
 
-def usage_info(prompt_tokens: int, completion_tokens: int, cached: int | None) -> dict[str, Any]:
+def usage_info(prompt_tokens: int, completion_tokens: int, cached: int | None) -> UsageInfo:
     """SGLang's UsageInfo as its model dump has it (prompt_tokens_details only with a cache
     count, completion_tokens_details null without reasoning tokens)."""
     return {

@@ -12,7 +12,8 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass
-from typing import Any
+
+from specbench.sim.bodies import GroundTruthBody
 
 # Columns of the per-forward ring.
 END_S, START_S, TOKENS, RUNNING, IS_DECODE = range(5)
@@ -86,7 +87,7 @@ class GroundTruth:
     accept_length: float | None
     complete: bool  # the ring still held every forward of the window
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> GroundTruthBody:
         """The `/sim/ground_truth` body; its keys are part of the simulator's HTTP API."""
         return {
             "start": self.start_s,

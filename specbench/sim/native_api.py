@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import web
 
+from specbench.sim.bodies import (
+    FinishReason,
+    GenerateRequest,
+    GenerateResponse,
+    MetaInfo,
+    SamplingParams,
+)
 from specbench.sim.faults import INJECTED_ERROR, faulty_json
 from specbench.sim.generation import (
     EOS_TOKEN_ID,
@@ -46,7 +53,7 @@ if TYPE_CHECKING:
 SAMPLING_KEYS = tuple(SAMPLING_FIELDS)
 
 
-def _prompt(body: dict[str, Any]) -> tuple[str, int | None]:
+def _prompt(body: GenerateRequest) -> tuple[str, int | None]:
     """The prompt text and, when given as input_ids, its token count."""
     text = body.get("text")
     if isinstance(text, list) and len(text) == 1:
@@ -70,8 +77,9 @@ class NativeApi:
         return await guarded(lambda: self._generate(request))
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
-        body = await json_body(request)
-        params = body.get("sampling_params") or {}
+        # Read as GenerateReqInput; sampling_params is checked against its contract next.
+        body = cast(GenerateRequest, await json_body(request))
+        params: SamplingParams | list[SamplingParams] = body.get("sampling_params") or {}
         contract = generate_params_error(params) or flag_error(body.get("stream"))
         if contract is not None:
             return web.json_response({"error": contract}, status=400)
@@ -88,7 +96,7 @@ class NativeApi:
             return await self._refused_stream(request, exc, body)
         if not stream:
             await self.sim.wait_finished(req, request)
-            out = {
+            out: GenerateResponse = {
                 "text": text_of(req, 0, req.completion_tokens),
                 "output_ids": output_ids(req, 0, req.completion_tokens),
                 "meta_info": self._meta_info(req, final=True),
@@ -117,7 +125,9 @@ class NativeApi:
             self.sim.frontend.output_turn,
         )
 
-    def _new_request(self, body: dict[str, Any], params: Any, stream: bool) -> SimRequest:
+    def _new_request(
+        self, body: GenerateRequest, params: SamplingParams | list[SamplingParams], stream: bool
+    ) -> SimRequest:
         if isinstance(params, list):
             if len(params) != 1:
                 raise BadRequest("specbench.sim supports one prompt per request")
@@ -130,12 +140,12 @@ class NativeApi:
         )
 
     async def _refused_stream(
-        self, request: web.Request, exc: BadRequest, body: dict[str, Any]
+        self, request: web.Request, exc: BadRequest, body: GenerateRequest
     ) -> web.StreamResponse:
         """The 200 stream of a request SGLang refused after starting the response: an error
         event, or for an input the scheduler refused, the aborted request's one update."""
         if isinstance(exc, InputTooLong):
-            reason = {
+            reason: FinishReason = {
                 "type": "abort",
                 "message": str(exc),
                 "status_code": 400,
@@ -155,12 +165,12 @@ class NativeApi:
     @staticmethod
     def _base_meta(
         rid: str,
-        reason: dict[str, Any] | None,
+        reason: FinishReason | None,
         prompt: int,
         completion: int,
         cached: int,
         retractions: int,
-    ) -> dict[str, Any]:
+    ) -> MetaInfo:
         return {
             "id": rid,
             "finish_reason": reason,
@@ -174,7 +184,7 @@ class NativeApi:
 
     def _meta_info(
         self, req: SimRequest, final: bool, completion: int | None = None
-    ) -> dict[str, Any]:
+    ) -> MetaInfo:
         """meta_info after `completion` output tokens (all of them by default)."""
         meta = self._base_meta(
             req.rid,
@@ -196,7 +206,7 @@ class NativeApi:
         return meta
 
 
-def _native_finish(req: SimRequest) -> dict[str, Any] | None:
+def _native_finish(req: SimRequest) -> FinishReason | None:
     reason = req.finish_reason
     if reason is not None and reason["type"] == "stop":
         reason = {"type": "stop", "matched": EOS_TOKEN_ID}

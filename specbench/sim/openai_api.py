@@ -23,12 +23,21 @@ The shapes follow SGLang's serialisers (`openai/sse_utils.py`, `openai/protocol.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from aiohttp import web
 
+from specbench.sim.bodies import (
+    ChatCompletionResponse,
+    ChatMessage,
+    ChatRequest,
+    CompletionRequest,
+    CompletionResponse,
+    SamplingParams,
+    UsageInfo,
+)
 from specbench.sim.faults import INJECTED_ERROR, FaultPlan, faulty_json
 from specbench.sim.generation import (
     EOS_TOKEN_ID,
@@ -55,6 +64,9 @@ if TYPE_CHECKING:
 _CHAT_CHUNK = "chat.completion.chunk"
 _TEXT_COMPLETION = "text_completion"
 _Callbacks = tuple[OnUpdate, OnEnd]
+# The request body of the route being served, and a non-streaming answer of either route.
+_Req = TypeVar("_Req", ChatRequest, CompletionRequest)
+_Answer = TypeVar("_Answer", ChatCompletionResponse, CompletionResponse)
 
 
 @dataclass(frozen=True)
@@ -63,9 +75,9 @@ class _Prompt:
 
     text: str
     agentic: bool
-    sampling: dict[str, Any]
+    sampling: SamplingParams
     prompt_tokens: int | None = None  # given when the prompt is token ids
-    messages: list[dict[str, Any]] | None = None  # a chat request's, for the token count
+    messages: list[ChatMessage] | None = None  # a chat request's, for the token count
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,7 @@ class _Call:
     want_spec: bool
 
 
-def _chat_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
+def _chat_prompt(body: ChatRequest, sim: SimServer) -> _Prompt:
     """The prompt of a chat request, after SGLang's request checks in its order (field
     types first, as its request model does)."""
     sampling = chat_sampling(body)
@@ -111,7 +123,7 @@ def _chat_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
     )
 
 
-def _completion_prompt(body: dict[str, Any], sim: SimServer) -> _Prompt:
+def _completion_prompt(body: CompletionRequest, sim: SimServer) -> _Prompt:
     sampling = completion_sampling(body)
     prompt = body.get("prompt")
     if not prompt or (isinstance(prompt, list) and all(not p for p in prompt)):
@@ -147,8 +159,8 @@ class OpenAIApi:
     async def _serve(
         self,
         request: web.Request,
-        prompt_of: Callable[[dict[str, Any], SimServer], _Prompt],
-        body_of: Callable[[_Call], dict[str, Any]],
+        prompt_of: Callable[[_Req, SimServer], _Prompt],
+        body_of: Callable[[_Call], Mapping[str, object]],
         stream_of: Callable[[_Call], _Callbacks],
     ) -> web.StreamResponse:
         """One request, either endpoint: parse it, then one JSON body or an SSE stream."""
@@ -172,12 +184,13 @@ class OpenAIApi:
     async def _begin(
         self,
         request: web.Request,
-        prompt_of: Callable[[dict[str, Any], SimServer], _Prompt],
+        prompt_of: Callable[[_Req, SimServer], _Prompt],
         chat: bool,
     ) -> _Call | web.StreamResponse:
         """Parse and queue a request; an injected error, or an input the scheduler refuses
         on a stream, is answered at once (a response)."""
-        body = await json_body(request)
+        # Read as the route's request type; the values are checked where they are used.
+        body = cast(_Req, await json_body(request))
         fault = self.sim.faults.on_generation_request()
         if fault.error:
             return error_json(INJECTED_ERROR, 500, "InternalServerError")
@@ -214,10 +227,10 @@ class OpenAIApi:
         )
 
     # ------------------------------------------------------------------ chat
-    def _chat_body(self, call: _Call) -> dict[str, Any]:
+    def _chat_body(self, call: _Call) -> ChatCompletionResponse:
         req = call.req
         reason, matched = _openai_finish(req)
-        out: dict[str, Any] = {
+        out: ChatCompletionResponse = {
             "id": req.rid,
             "object": "chat.completion",
             "created": call.created,
@@ -271,10 +284,10 @@ class OpenAIApi:
         return on_update, on_end
 
     # ------------------------------------------------------------------ completions
-    def _completion_body(self, call: _Call) -> dict[str, Any]:
+    def _completion_body(self, call: _Call) -> CompletionResponse:
         req = call.req
         reason, matched = _openai_finish(req)
-        out: dict[str, Any] = {
+        out: CompletionResponse = {
             "id": req.rid,
             "object": _TEXT_COMPLETION,
             "created": call.created,
@@ -315,7 +328,7 @@ class OpenAIApi:
         return on_update, lambda: self._trailer(head, call, exclude_none=True)
 
     # ------------------------------------------------------------------ shared shapes
-    def _with_sglext(self, out: dict[str, Any], call: _Call) -> dict[str, Any]:
+    def _with_sglext(self, out: _Answer, call: _Call) -> _Answer:
         details = spec_details(call.req, self.settings) if call.want_spec else None
         if details is not None:
             out["sglext"] = {"spec_tokens_details": details}
@@ -331,13 +344,13 @@ class OpenAIApi:
             ext = dumps({"spec_tokens_details": details})
             payloads.append(head + '"choices":[],"usage":null,"sglext":' + ext + "}")
         if call.include_usage:
-            usage = self._usage(call.req)
+            usage: Mapping[str, object] = self._usage(call.req)
             if exclude_none:
                 usage = {k: v for k, v in usage.items() if v is not None}
             payloads.append(head + '"choices":[],"usage":' + dumps(usage) + "}")
         return payloads
 
-    def _usage(self, req: SimRequest) -> dict[str, Any]:
+    def _usage(self, req: SimRequest) -> UsageInfo:
         # SGLang fills prompt_tokens_details only with --enable-cache-report.
         cached = req.cached_tokens if self.settings.enable_cache_report else None
         return usage_info(req.prompt_tokens, req.completion_tokens, cached)
@@ -353,7 +366,7 @@ async def _refused_stream(
     payloads = [dumps({"error": {**error, "code": 400}})]
     if include_usage:
         head = _chunk_head("", _CHAT_CHUNK if chat else _TEXT_COMPLETION, int(time.time()), model)
-        usage = usage_info(1, 0, None)
+        usage: Mapping[str, object] = usage_info(1, 0, None)
         if not chat:
             usage = {k: v for k, v in usage.items() if v is not None}
         payloads.append(head + '"choices":[],"usage":' + dumps(usage) + "}")

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from specbench.sim.layercost import AttentionModel, LinearModel, MoeLinearModel
 
@@ -207,7 +208,7 @@ class Profile:
     # What the step costs rest on, in one sentence for every report of a simulated run: fitted
     # to a real server (which, how close, on what data), or taken from published figures.
     ground_truth: str = ""
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: dict[str, object] = field(default_factory=dict, compare=False)  # TOML, kept as read
     vocab_size: int = 128256  # the target's vocabulary (bounds logit_bias keys); Llama-3's
     frontend: Frontend = Frontend()  # optional [frontend] table; off by default
     scheduling: Scheduling = Scheduling()  # optional [scheduler] table
@@ -236,7 +237,7 @@ def bundled_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.toml"))
 
 
-def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+def _section(data: Mapping[str, object], key: str, path: Path) -> dict[str, object]:
     value = data.get(key)
     if not isinstance(value, dict):
         raise ProfileError(
@@ -245,11 +246,11 @@ def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return value
 
 
-def _optional_section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+def _optional_section(data: Mapping[str, object], key: str, path: Path) -> dict[str, object]:
     return _section(data, key, path) if key in data else {}
 
 
-def _build(cls: type, raw: dict[str, Any], where: str, path: Path) -> Any:
+def _build(cls: type, raw: Mapping[str, object], where: str, path: Path) -> Any:
     try:
         return cls(**raw)
     except TypeError as exc:
@@ -269,9 +270,9 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         ) from None
     workload_raw = dict(_section(data, "workload", path))
     acceptance = _section(data, "acceptance", path)
-    rules = tuple(
-        _build(AcceptanceRule, dict(r), "acceptance.rule", path) for r in acceptance.get("rule", [])
-    )
+    # tomllib reads [[acceptance.rule]] as a list of tables.
+    rule_tables = cast("list[dict[str, object]]", acceptance.get("rule", []))
+    rules = tuple(_build(AcceptanceRule, dict(r), "acceptance.rule", path) for r in rule_tables)
     for rule in rules:
         try:
             re.compile(rule.pattern)

@@ -13,8 +13,8 @@ import asyncio
 import math
 import random
 import time
-from typing import Any
 
+from specbench.sim.bodies import FinishReason
 from specbench.sim.prefixcache import BLOCK_TOKENS
 from specbench.sim.speculative_args import draft_tree_reach
 from specbench.sim.workload import RequestTraits
@@ -126,7 +126,7 @@ class SimRequest:
         return self.target_tokens - 1 if self.finish_kind == "stop" else self.target_tokens
 
     @property
-    def finish_reason(self) -> dict[str, Any] | None:
+    def finish_reason(self) -> FinishReason | None:
         """SGLang's meta_info.finish_reason once finished."""
         if not self.finished:
             return None

@@ -12,14 +12,24 @@ generation_config, which the simulated model does not have: SGLang's defaults ap
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from specbench.sim.bodies import ChatRequest, CompletionRequest, SamplingParams
 from specbench.sim.generation import BadRequest
 
+# The SGLang names the table below fills (a Literal, so that each one is checked against
+# SamplingParams).
+_CommonName = Literal[
+    "min_new_tokens", "stop", "stop_token_ids", "stop_regex", "top_p", "top_k", "min_p",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "regex", "ebnf", "n",
+    "no_stop_trim", "ignore_eos", "skip_special_tokens", "logit_bias", "custom_params",
+    "sampling_seed",
+]  # fmt: skip
 # (OpenAI field, SGLang name) of the fields both routes map the same way.
-_COMMON = (
+_COMMON: tuple[tuple[str, _CommonName], ...] = (
     ("min_tokens", "min_new_tokens"),
     ("stop", "stop"),
     ("stop_token_ids", "stop_token_ids"),
@@ -56,7 +66,10 @@ def _adapter(kind: type) -> TypeAdapter[Any]:
 
 
 def _typed(
-    body: dict[str, Any], name: str, default: Any = None, required: frozenset[str] = frozenset()
+    body: Mapping[str, object],
+    name: str,
+    default: Any = None,
+    required: frozenset[str] = frozenset(),
 ) -> Any:
     """A request field as pydantic's lax mode reads it into SGLang's request model (a float
     field takes an integer, a bool or a numeric string; an integer field a whole number; a
@@ -87,16 +100,16 @@ _COMPLETION_REQUIRED = _CHAT_REQUIRED | {
 
 
 def _mapped(
-    body: dict[str, Any], defaults: dict[str, Any], required: frozenset[str]
-) -> dict[str, Any]:
-    out = {}
+    body: Mapping[str, object], defaults: Mapping[str, float], required: frozenset[str]
+) -> SamplingParams:
+    out: SamplingParams = {}
     for field, name in _COMMON:
         out[name] = _typed(body, field, defaults.get(field), required)
     _typed(body, "stream", False, required)
     return out
 
 
-def chat_sampling(body: dict[str, Any]) -> dict[str, Any]:
+def chat_sampling(body: ChatRequest) -> SamplingParams:
     """SGLang's sampling parameters of a chat request (None where chat leaves them to the
     model's generation_config, which here means SGLang's defaults)."""
     out = _mapped(body, {"min_tokens": 0, "n": 1, "presence_penalty": 0.0,
@@ -107,7 +120,7 @@ def chat_sampling(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def completion_sampling(body: dict[str, Any]) -> dict[str, Any]:
+def completion_sampling(body: CompletionRequest) -> SamplingParams:
     """SGLang's sampling parameters of a completions request (its defaults filled in)."""
     out = _mapped(body, {
         "min_tokens": 0, "n": 1, "presence_penalty": 0.0, "frequency_penalty": 0.0,

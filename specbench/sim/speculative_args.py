@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import functools
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from specbench.sim.adaptive import (
     DEFAULT_ADAPTIVE_CONFIG,
     DEFAULT_ADAPTIVE_CONFIG_0_5_17,
+    AdaptiveSlot,
     SlotConfig,
     load_adaptive_config,
 )
@@ -33,7 +34,7 @@ class SimRelease:
     version: str
     has_ready: bool  # GET /ready exists (0.5.20 on); before it, only /health
     stream_spec_counts: bool  # return_spec_tokens_details honoured in OpenAI streams (0.5.19 on)
-    default_adaptive_config: dict[str, Any]
+    default_adaptive_config: Mapping[str, AdaptiveSlot]
 
 
 SIM_RELEASES: dict[str, SimRelease] = {

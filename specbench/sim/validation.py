@@ -22,9 +22,10 @@ import functools
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Required, TypedDict, cast
 
 from specbench.sim.args import ServerSettings
+from specbench.sim.bodies import SamplingParams
 from specbench.sim.generation import BadRequest
 
 TOP_K_ALL = 1 << 30
@@ -33,7 +34,7 @@ MAX_STOPS = 32
 MAX_STOP_REGEX_BYTES = 256
 GRAMMARS = ("json_schema", "regex", "ebnf", "structural_tag")
 # The defaults SGLang substitutes for a null (or missing) value before checking.
-_DEFAULTS: dict[str, Any] = {
+_DEFAULTS: dict[str, float] = {
     "temperature": 1.0,
     "top_p": 1.0,
     "top_k": -1,
@@ -45,13 +46,37 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+class _Resolved(TypedDict, total=False):
+    """Sampling parameters as the checks read them: the defaulted numbers always present
+    and never null (max_new_tokens null means no limit)."""
+
+    temperature: Required[float]
+    top_p: Required[float]
+    top_k: Required[int]
+    min_p: Required[float]
+    frequency_penalty: Required[float]
+    presence_penalty: Required[float]
+    repetition_penalty: Required[float]
+    min_new_tokens: Required[int]
+    max_new_tokens: Required[int | None]
+    stop: str | list[str]
+    stop_regex: str | list[str]
+    beam_width: int
+    logit_bias: dict[str, float]
+    sampling_seed: object  # checked for its type below
+    json_schema: str
+    regex: str
+    ebnf: str
+    structural_tag: str
+
+
 class InputTooLong(BadRequest):
     """The scheduler's refusal of an input longer than `max_req_input_len`: SGLang aborts
     the request after accepting it, so a stream gets an error event, not an HTTP 400."""
 
 
 # ---------------------------------------------------------------------------- sampling
-def check_sampling(params: dict[str, Any], vocab_size: int) -> None:
+def check_sampling(params: SamplingParams, vocab_size: int) -> None:
     """Raise what SGLang's SamplingParams raises for these values (SGLang's names).
 
     `choice` passes `/generate`'s contract but is no sampling parameter: SGLang fails on it
@@ -59,8 +84,11 @@ def check_sampling(params: dict[str, Any], vocab_size: int) -> None:
     if "choice" in params:
         raise BadRequest("Unexpected keyword argument 'choice'", status=500)
     # An absent max_new_tokens is SGLang's 128; a null one means no limit.
-    p = {**_DEFAULTS, "max_new_tokens": 128}
-    p.update((k, v) for k, v in params.items() if v is not None or k == "max_new_tokens")
+    merged: dict[str, object] = {**_DEFAULTS, "max_new_tokens": 128}
+    merged.update((k, v) for k, v in params.items() if v is not None or k == "max_new_tokens")
+    # The defaults replace every null, and the route has already checked the numbers' JSON
+    # types (sampling.py for the OpenAI routes, generate_params_error for /generate).
+    p = cast(_Resolved, merged)
     if 0 <= p["temperature"] < _EPS:  # greedy: SGLang turns it into top_k = 1
         p["temperature"], p["top_k"] = 1.0, 1
     if p["top_k"] == -1:
@@ -89,21 +117,21 @@ def _check_stops(stop: Any, stop_regex: Any) -> None:
             )
 
 
-def _beam(p: dict[str, Any], _: int) -> str | None:
+def _beam(p: _Resolved, _: int) -> str | None:
     width = p.get("beam_width")
     if width is not None and width < 1:
         return f"beam_width must be at least 1, got {width}."
     return None
 
 
-def _temperature(p: dict[str, Any], _: int) -> str | None:
+def _temperature(p: _Resolved, _: int) -> str | None:
     t = p["temperature"]
     if not math.isfinite(t) or t < 0.0:
         return f"temperature must be a non-negative finite number, got {t}."
     return None
 
 
-def _ranges(p: dict[str, Any], _: int) -> str | None:
+def _ranges(p: _Resolved, _: int) -> str | None:
     if not 0.0 < p["top_p"] <= 1.0:
         return f"top_p must be in (0, 1], got {p['top_p']}."
     if not 0.0 <= p["min_p"] <= 1.0:
@@ -121,7 +149,7 @@ def _ranges(p: dict[str, Any], _: int) -> str | None:
     return None
 
 
-def _lengths(p: dict[str, Any], _: int) -> str | None:
+def _lengths(p: _Resolved, _: int) -> str | None:
     low, high = p["min_new_tokens"], p.get("max_new_tokens")
     if low < 0:
         return f"min_new_tokens must be in [0, max_new_tokens], got {low}."
@@ -133,7 +161,7 @@ def _lengths(p: dict[str, Any], _: int) -> str | None:
     return None
 
 
-def _bias_and_seed(p: dict[str, Any], vocab_size: int) -> str | None:
+def _bias_and_seed(p: _Resolved, vocab_size: int) -> str | None:
     for token_id in p.get("logit_bias") or {}:
         try:
             value = int(token_id)
@@ -150,13 +178,13 @@ def _bias_and_seed(p: dict[str, Any], vocab_size: int) -> str | None:
     return None
 
 
-def _grammars(p: dict[str, Any], _: int) -> str | None:
+def _grammars(p: _Resolved, _: int) -> str | None:
     if sum(1 for g in GRAMMARS if p.get(g)) > 1:
         return "Only one of json_schema, regex, ebnf, or structural_tag can be set."
     return None
 
 
-_CHECKS: tuple[Callable[[dict[str, Any], int], str | None], ...] = (
+_CHECKS: tuple[Callable[[_Resolved, int], str | None], ...] = (
     _beam,
     _temperature,
     _ranges,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
+from specbench.sim.bodies import ChatMessage
 from specbench.sim.costmodel import Workload
 
 CHARS_PER_TOKEN = 4
@@ -118,7 +119,7 @@ TOKEN_ID_BASE = 1000  # filler token i has id TOKEN_ID_BASE + vocabulary index
 del _rng
 
 
-def _message_text(message: dict[str, Any]) -> str:
+def _message_text(message: ChatMessage) -> str:
     """A message's content as text (OpenAI content parts joined); "" for none."""
     content = message.get("content")
     if isinstance(content, list):  # OpenAI content parts
@@ -128,7 +129,7 @@ def _message_text(message: dict[str, Any]) -> str:
     return str(content or "")
 
 
-def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
+def render_chat(messages: list[ChatMessage], tools: list[Any] | None) -> str:
     """A deterministic text rendering of a chat request (stands in for the chat template)."""
     parts: list[str] = []
     if tools:
@@ -147,14 +148,14 @@ def render_chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> str:
     return "".join(parts)
 
 
-def is_agentic(messages: list[dict[str, Any]], tools: list[Any] | None) -> bool:
+def is_agentic(messages: list[ChatMessage], tools: list[Any] | None) -> bool:
     """Tool use marks agentic work: a tools list, tool results or assistant tool calls."""
     if tools:
         return True
     return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
 
 
-def render_message_text(messages: list[dict[str, Any]]) -> str:
+def render_message_text(messages: list[ChatMessage]) -> str:
     """`render_chat` as a template that renders each message's text only would: no tool
     schemas, no tool-call JSON (what `prompt_renders_tools = false` counts)."""
     parts = [f"<|{m.get('role', 'user')}|>\n{_message_text(m)}\n" for m in messages]
@@ -224,7 +225,7 @@ class TraitModel:
         ]
 
     def count_prompt_tokens(
-        self, text: str, messages: list[dict[str, Any]] | None = None
+        self, text: str, messages: list[ChatMessage] | None = None
     ) -> int:
         """Prompt tokens of a prompt (`render_chat`'s text of these messages, or a plain text
         prompt), counted the way the profile's server counts."""
@@ -260,7 +261,7 @@ class TraitModel:
         *,
         agentic: bool,
         prompt_tokens: int | None = None,
-        messages: list[dict[str, Any]] | None = None,
+        messages: list[ChatMessage] | None = None,
     ) -> RequestTraits:
         """`messages`: the chat request `text` renders, for a profile that counts the text of
         each message only."""
