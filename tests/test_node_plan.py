@@ -77,7 +77,7 @@ def test_the_run_starts_each_slot_on_the_port_the_dry_run_shows(tmp_path: Path) 
                         "plan": "dense"})
     manifest = SimpleNamespace(placements=[], save=lambda run_dir: None)
     sweep = SimpleNamespace(cfg=cfg, run_dir=tmp_path, manifest=manifest)
-    runner = parallel.ParallelRunner(sweep, cfg.gpu_slots())  # type: ignore[arg-type]
+    runner = parallel.ParallelRunner(sweep, None, cfg.gpu_slots())  # type: ignore[arg-type]
     runner.context = SimpleNamespace(Process=_Process)  # type: ignore[assignment]
     _, shown = node_plan(cfg)
     for index, name in enumerate(("baseline", "eagle3")):

@@ -72,7 +72,7 @@ def _run_sweep(
         guard(lambda: plan.dry_run(cfg, console))
         return
     try:
-        guard(
+        run_dir = guard(
             lambda: execute.run_sweep(cfg, console=console, command=sys.argv, resume=resume)
         )
     except sweep_mod.SweepInterrupted as exc:
@@ -81,6 +81,27 @@ def _run_sweep(
             f"continue with specbench sweep --resume {exc.run_dir or 'RUN_DIR'}"
         )
         raise typer.Exit(exc.exit_code) from None
+    guard(lambda: _conclude(run_dir, console))
+
+
+def _conclude(run_dir: Path, console: Console) -> None:
+    """Analysis, plots and report once every point is in."""
+    from specbench import analysis, configurations, results
+    from specbench.report import document as report_mod
+    from specbench.report import plots
+    from specbench.report.why import explained
+
+    run = results.load_run(run_dir)
+    if configurations.analyzable(run.modes):
+        run.analysis = analysis.write_analysis(run)
+    try:
+        plots.plot_run(run)
+    except Exception as exc:  # a figure failing must not hide the measured numbers
+        console.print(f"[yellow]warning:[/] plots failed ({exc})")
+    sets = explained(run)  # the logs read once for both
+    report_mod.write_report(run, sets=sets)
+    report_mod.render_terminal(run, console, sets=sets)
+    console.print(f"report: {run_dir / 'report.md'}")
 
 
 def sweep(**kwargs: Any) -> None:

@@ -32,16 +32,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from specbench.configurations import DECISION_PAIRS
 from specbench.results.analysis import Analysis, PromptSetAnalysis
-from specbench.results.manifest import gpu_time
-
-if TYPE_CHECKING:
-    from specbench.configurations import ServerConfiguration
-    from specbench.run.progress import SweepProgress
-    from specbench.run.sweep import Sweep
 
 # A safety stop for rounds: bisection of a 9-level grid needs 4, T after c* about 7; a point
 # that keeps failing would otherwise be placed again every round.
@@ -208,25 +202,3 @@ def place(analysis: Analysis, refined: dict[str, list[int]], grid: Sequence[int]
                 floor = _winning_level(shared, outcome, crossing_c)
     return placed
 
-
-def refine(sweep: Sweep, configs: list[ServerConfiguration], progress: SweepProgress) -> None:
-    """The adaptive plan's rounds after the start level (see the module docstring): each round
-    places one level per decision not yet bracketed, records it in the manifest (so
-    `--resume` measures the same levels) and measures it on that decision's two servers."""
-    cfg, manifest = sweep.cfg, sweep.manifest
-    for _ in range(MAX_ROUNDS):
-        spent_min = sum(t.total_gpu_s for t in gpu_time(manifest).values()) / 60
-        if cfg.budget_gpu_min is not None and spent_min >= cfg.budget_gpu_min:
-            sweep.console.print(f"adaptive plan: {spent_min:.1f} GPU-min spent, the budget is "
-                                f"{cfg.budget_gpu_min:g}; no more levels placed")
-            return
-        placed = place(sweep.analysis(), manifest.refined, cfg.concurrency, sweep.sets,
-                       [c.name for c in configs])
-        if not placed:
-            return
-        manifest.save(sweep.run_dir)
-        sweep.console.print("adaptive plan: next levels " + "; ".join(placed))
-        # The server still up from the last round goes first: one launch fewer per round.
-        running = sweep.server.config.name if sweep.server else None
-        ordered = sorted(configs, key=lambda config: config.name != running)
-        sweep.run_configurations(ordered, progress, keep_last=True)

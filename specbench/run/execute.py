@@ -4,7 +4,8 @@ One node measures its configurations one server at a time (:class:`~specbench.ru
 several GPU slots (`--gpus`) run independent configurations side by side in worker processes
 (:mod:`specbench.run.parallel`), and `--executor ray` spreads them over a Ray cluster
 (:mod:`specbench.run.ray_executor`). This module picks one and owns what happens at the end
-whatever the outcome: servers stopped, manifest closed, summary rebuilt.
+whatever the outcome: servers stopped, manifest closed, summary rebuilt. The analysis, plots
+and report that follow are the command's (`specbench sweep`).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from specbench.config import SweepConfig
 from specbench.engines import make_engine
 from specbench.prompts import context
 from specbench.results.manifest import RunStatus, gpu_time
-from specbench.run import adaptive, rundir
+from specbench.run import phases, rundir
 from specbench.run.parallel import ParallelRunner, visible_gpus
 from specbench.run.plan import point_estimate_s
+from specbench.run.planner import Plan
 from specbench.run.preflight import preflight
 from specbench.run.progress import SweepProgress
 from specbench.run.ray_executor import RayRunner
-from specbench.run.sweep import Sweep, SweepInterrupted, conclude, signals_raise
+from specbench.run.sweep import Sweep, SweepInterrupted, signals_raise
 
 
 def skipped_buckets(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> list[str]:
@@ -39,7 +41,7 @@ def skipped_buckets(cfg: SweepConfig, sets: dict[str, prompts.PromptSet]) -> lis
 def run_sweep(
     cfg: SweepConfig, *, console: Console, command: list[str], resume: Path | None = None
 ) -> Path:
-    """Run (or continue) a sweep; return the run directory."""
+    """Run (or continue) a sweep; return the run directory, its summary rebuilt."""
     engine = make_engine(cfg)
     sets = preflight(cfg, engine)
     if resume is not None:
@@ -52,10 +54,11 @@ def run_sweep(
     for line in skipped_buckets(cfg, sets):
         console.print(f"[yellow]note:[/] {line}", highlight=False)
     sweep = Sweep(cfg, engine, sets, run_dir, manifest, console)
+    plan = Plan(cfg, sets, manifest)
     status: RunStatus = "failed"
     try:
         with signals_raise():
-            execute(sweep)
+            execute(sweep, plan)
         status = "complete"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -71,14 +74,13 @@ def run_sweep(
             manifest.finish(run_dir, status)
         with contextlib.suppress(Exception):
             results.rebuild_summary(run_dir)
-    conclude(run_dir, console)
     return run_dir
 
 
-def execute(sweep: Sweep) -> None:
+def execute(sweep: Sweep, plan: Plan) -> None:
     """Measure what is missing, on this node or over the configured GPU slots or Ray."""
-    cfg = sweep.cfg
-    progress = SweepProgress(sweep.console, total=sweep._planned(),
+    cfg = plan.cfg
+    progress = SweepProgress(sweep.console, total=plan.planned(),
                              point_estimate_s=point_estimate_s(cfg, sweep.engine),
                              launch_estimate_s=sweep.engine.start_estimate_s)
     progress.gpu_spent_s = lambda: sum(t.total_gpu_s for t in gpu_time(sweep.manifest).values())
@@ -89,20 +91,12 @@ def execute(sweep: Sweep) -> None:
         contextlib.nullcontext())
     with progress, pinned:
         if cfg.plan == "auto":  # real SGLang: the launch time decides (run/plan.py)
-            sweep.choose_plan(progress)
-            cfg = sweep.cfg
+            phases.choose_plan(sweep, plan, progress)
         if cfg.executor == "ray":
-            RayRunner(sweep, slots).run(progress)
+            RayRunner(sweep, plan, slots).run(progress)
         elif len(slots) > 1:
-            ParallelRunner(sweep, slots).run(progress)
+            ParallelRunner(sweep, plan, slots).run(progress)
         else:
-            static = [c for c in cfg.configurations if not cfg.waits_for_analysis(c)]
-            if cfg.plan == "adaptive":
-                adaptive.first_levels(sweep.manifest.refined, cfg.concurrency, sweep.sets,
-                                      [c.name for c in static])
-            sweep.run_configurations(static, progress, keep_last=True)
-            if cfg.plan == "adaptive":
-                adaptive.refine(sweep, static, progress)
-            sweep.measure_straddles(static, progress)
-            sweep.run_configurations(
-                [c for c in cfg.configurations if cfg.waits_for_analysis(c)], progress)
+            phases.static(sweep, plan, progress)
+            phases.straddles(sweep, plan, progress)
+            phases.dependent(sweep, plan, progress)

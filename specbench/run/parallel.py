@@ -29,13 +29,14 @@ from typing import Any
 
 from rich.console import Console
 
-from specbench import results
 from specbench.config import SweepConfig
 from specbench.configurations import ServerConfiguration
 from specbench.engines import make_engine
 from specbench.errors import UserError
 from specbench.results import PointKey, PointRecord, read_manifest
 from specbench.results.manifest import PlacementRecord, ServerRecord
+from specbench.run import phases
+from specbench.run.planner import Plan
 from specbench.run.preflight import preflight
 from specbench.run.progress import SweepProgress
 from specbench.run.sweep import Sweep, SweepError, SweepInterrupted, signals_raise
@@ -89,7 +90,7 @@ class WorkerSweep(Sweep):
         self.manifest.servers[name] = record
         self.out.put(("server", name, record.model_dump(mode="json")))
 
-    def _set_point(self, key: PointKey, record: PointRecord) -> None:
+    def set_point(self, key: PointKey, record: PointRecord) -> None:
         self.manifest.points[key.label] = record
         self.out.put(("point", key.label, record.model_dump(mode="json")))
 
@@ -109,8 +110,9 @@ def run_worker(cfg_json: str, run_dir: str, name: str, gpu_ids: tuple[int, ...],
             worker = WorkerSweep(cfg, engine, sets, Path(run_dir), read_manifest(Path(run_dir)),
                                  console, out=out)
             config = next(c for c in cfg.configurations if c.name == name)
+            plan = Plan(cfg, sets, worker.manifest)
             with SweepProgress(Console(file=devnull), total=1) as progress:
-                worker.run_configurations([config], progress)
+                worker.measure(plan.jobs([config]), progress, plan.planned())
         out.put(("done", name, None))
     except (KeyboardInterrupt, SweepInterrupted):
         out.put(("interrupted", name, None))
@@ -122,14 +124,12 @@ def run_worker(cfg_json: str, run_dir: str, name: str, gpu_ids: tuple[int, ...],
             worker.stop_server()
 
 
-def split(sweep: Sweep) -> tuple[list[ServerConfiguration], list[ServerConfiguration], int]:
+def split(plan: Plan, done: set[PointKey]
+          ) -> tuple[list[ServerConfiguration], list[ServerConfiguration], int]:
     """The configurations with points left that can start now, those that wait for an
     analysis, and how many points of the first kind are already measured (a resume)."""
-    configs: list[ServerConfiguration] = sweep.cfg.configurations
-    dependent = [c for c in configs if sweep.cfg.waits_for_analysis(c)]
-    independent = [c for c in configs if c not in dependent]
-    done = results.measured_keys(sweep.run_dir)
-    keys = {c.name: sweep.config_keys(c) for c in independent}
+    dependent, independent = plan.dependent(), plan.static()
+    keys = {c.name: plan.config_keys(c) for c in independent}
     waiting = [c for c in independent if any(k not in done for k in keys[c.name])]
     return waiting, dependent, sum(k in done for ks in keys.values() for k in ks)
 
@@ -138,26 +138,30 @@ class Runner:
     """What every executor shares: the two phases, the placements, and applying the workers'
     messages to the one manifest. Subclasses run the independent phase (`independent`)."""
 
-    def __init__(self, sweep: Sweep, slots: list[tuple[int, ...]]) -> None:
+    def __init__(self, sweep: Sweep, plan: Plan, slots: list[tuple[int, ...]]) -> None:
         self.sweep = sweep
+        self.plan = plan
         self.slots = slots
 
     def run(self, progress: SweepProgress) -> None:
-        sweep = self.sweep
-        waiting, dependent, measured = split(sweep)
-        progress.plan(sweep._planned(), len(waiting) + len(dependent))
+        sweep, plan = self.sweep, self.plan
+        # Decided here and saved: the workers read the plan's decisions from the manifest.
+        phases.say(sweep, plan.decide(plan.static(), lambda: phases.analyzer(sweep)))
+        sweep.manifest.save(sweep.run_dir)
+        waiting, dependent, measured = split(plan, set(sweep.rows))
+        progress.plan(plan.planned(), len(waiting) + len(dependent))
         progress.advance(measured)
         progress.parallel = max(1, len(self.slots))
         self.independent(waiting, progress)
+        sweep.reload()  # the points the workers measured
         progress.parallel = 1
         if dependent:
             slot = self.slots[0] if self.slots else ()
             placement = self.placement(dependent[0].name, slot, sweep.cfg.slot_port(0))
             with visible_gpus(slot) if slot else contextlib.nullcontext():
                 try:
-                    static = [c for c in sweep.cfg.configurations if c not in dependent]
-                    sweep.measure_straddles(static, progress)
-                    sweep.run_configurations(dependent, progress)
+                    phases.straddles(sweep, plan, progress)
+                    phases.dependent(sweep, plan, progress)
                 finally:
                     placement.stopped_at = now_iso()
                     sweep.manifest.save(sweep.run_dir)
@@ -199,8 +203,8 @@ class Runner:
 class ParallelRunner(Runner):
     """The independent phase on this node: one spawned worker process per GPU slot."""
 
-    def __init__(self, sweep: Sweep, slots: list[tuple[int, ...]]) -> None:
-        super().__init__(sweep, slots)
+    def __init__(self, sweep: Sweep, plan: Plan, slots: list[tuple[int, ...]]) -> None:
+        super().__init__(sweep, plan, slots)
         self.context = mp.get_context("spawn")
         self.out = self.context.Queue()
         self.running: dict[str, tuple[BaseProcess, int, PlacementRecord]] = {}

@@ -21,6 +21,7 @@ from specbench.configurations import ServerConfiguration
 from specbench.errors import ConfigError
 from specbench.results.manifest import PlacementRecord
 from specbench.run.parallel import Runner, now_iso, run_worker
+from specbench.run.planner import Plan
 from specbench.run.progress import SweepProgress
 from specbench.run.sweep import Sweep, SweepError
 
@@ -62,8 +63,8 @@ def _import_ray() -> Any:
 
 
 class RayRunner(Runner):
-    def __init__(self, sweep: Sweep, slots: list[tuple[int, ...]]) -> None:
-        super().__init__(sweep, slots)
+    def __init__(self, sweep: Sweep, plan: Plan, slots: list[tuple[int, ...]]) -> None:
+        super().__init__(sweep, plan, slots)
         self.ray = _import_ray()
 
     def _connect(self) -> None:

@@ -1,8 +1,8 @@
-"""`specbench sweep`: servers up, points measured, results on disk, the decision at the end.
+"""A sweep's execution: servers up, the points the plan hands it measured, results on disk.
 
-Order: the static configurations (baseline, EAGLE-3 at each K), then the threshold from their
-curves, the static servers the dynamic one is compared with at T-1, T, T+1, then the dynamic
-servers with it (at the same levels). Every point is written the moment it is measured; the
+Which points, and in what order, is the plan's (:mod:`specbench.run.planner`), fed by
+:mod:`specbench.run.phases`; this module starts servers, measures and records. Every point is
+written the moment it is measured and kept in memory for the plan's next decision; the
 manifest records each point's status, so an interrupted or crashed sweep keeps everything
 finished and `--resume RUN_DIR` measures only what is missing. The engine (simulated, real
 SGLang, attached) is behind `engines.Engine`: this module never asks which one it has.
@@ -20,22 +20,21 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 
-from specbench import configurations, metrics, prompts, results
-from specbench.config import DEFAULT_FIXED_THRESHOLD, SweepConfig
-from specbench.configurations import Schedule, ServerConfiguration
+from specbench import metrics, prompts, results
+from specbench.config import SweepConfig
 from specbench.engines import Engine, Server, profiler
 from specbench.engines.base import server_log
 from specbench.errors import UserError
 from specbench.goodput import Slo
 from specbench.load import arrivals, procs, protocols, runner
-from specbench.results import Manifest, PointKey, PointRecord, ThresholdRecord
-from specbench.results.analysis import Analysis
+from specbench.results import Manifest, PointKey, PointRecord, Run
 from specbench.results.manifest import ServerRecord
-from specbench.run import adaptive
-from specbench.run.plan import compared_at_threshold, levels_for, straddled_thresholds
+from specbench.results.points import point_files, point_path, read_point_summary, summary_frame
+from specbench.run.job import Job
 from specbench.run.progress import SweepProgress
 from specbench.run.verdicts import (
     check_context,
@@ -137,230 +136,54 @@ class Sweep:
         self.console = console
         self._orders: dict[tuple[str, int], list[prompts.PromptRequest]] = {}
         self.server: Server | None = None  # the one running server, stopped on any exit
+        self.rows = _stored_rows(run_dir)  # each measured point's summary row, kept as measured
         self.name_width = max([8, *(len(name) for name in cfg.modes)])
 
-    def config_keys(self, config: ServerConfiguration) -> list[PointKey]:
-        """Every point of a configuration whose schedules are known without an analysis."""
-        return [key for schedule, names in self._server_groups(config).items()
-                for key in self._keys(config, schedule, names)]
-
-    def run_configurations(self, configs: list[ServerConfiguration],
-                           progress: SweepProgress, keep_last: bool = False) -> None:
-        """Measure what is missing of `configs`, one server at a time. A server left running
+    def measure(self, jobs: list[Job], progress: SweepProgress, planned_points: int,
+                keep_last: bool = False) -> None:
+        """Measure what is missing of `jobs`, one server at a time. A server left running
         (`keep_last`, the adaptive plan's rounds) measures on if it is the one needed next."""
-        done = results.measured_keys(self.run_dir)
-        for index, config in enumerate(configs):
-            groups = self._server_groups(config)
-            for position, (schedule, names) in enumerate(groups.items()):
-                keys = self._keys(config, schedule, names)
-                todo = [k for k in keys if k not in done]
-                later = self._launches_left(configs[index + 1:], done)
-                progress.plan(self._planned(), len(groups) - position + later)
-                progress.advance(len(keys) - len(todo))
-                if not todo:
-                    progress.launched()  # nothing to launch for this group
-                    continue
-                running = self.server
-                if running is None or (running.config, running.schedule) != (config, schedule):
-                    self.stop_server()
-                    label = "+".join(names) if len(groups) > 1 else None
-                    progress.launching(config.name, server_log(self.run_dir, config.name))
-                    self._start(config, schedule, names, label)
-                progress.launched()
-                for key in todo:
-                    live = runner.LiveView(time_scale=self.engine.time_scale)
-                    progress.measuring(f"{key.mode} {key.prompt_set} {key.shown}", live)
-                    self._measure_point(key, live)
-                    progress.measured()
+        done = set(self.rows)
+        for index, job in enumerate(jobs):
+            todo = [k for k in job.keys if k not in done]
+            later = sum(1 for j in jobs[index + 1:] if any(k not in done for k in j.keys))
+            progress.plan(planned_points, 1 + later)
+            progress.advance(len(job.keys) - len(todo))
+            if not todo:
+                progress.launched()  # nothing to launch for this job
+                continue
+            running = self.server
+            if running is None or (running.config, running.schedule) != (job.config,
+                                                                          job.schedule):
+                self.stop_server()
+                progress.launching(job.config.name, server_log(self.run_dir, job.config.name))
+                self.start(job)
+            progress.launched()
+            for key in todo:
+                live = runner.LiveView(time_scale=self.engine.time_scale)
+                progress.measuring(f"{key.mode} {key.prompt_set} {key.shown}", live)
+                self._measure_point(key, live)
+                progress.measured()
         if not keep_last:
             self.stop_server()
 
-    def choose_plan(self, progress: SweepProgress) -> None:
-        """`--plan auto` on real SGLang: dense or adaptive from the launch time (--launch-s, or
-        the first server's, kept up to measure first), recorded in the manifest."""
-        from specbench.run.plan import plan_for_launch
+    def run(self) -> Run:
+        """The run as measured so far, from memory (the analysis a decision reads)."""
+        order = sorted(self.rows, key=lambda k: str(point_path(self.run_dir, k)))
+        summary = summary_frame([self.rows[k] for k in order], self.run_dir / "points")
+        return Run(path=self.run_dir, manifest=self.manifest, summary=summary)
 
-        launch_s, measured = self.cfg.launch_s, False
-        if launch_s is None:
-            first = next(c for c in self.cfg.configurations
-                         if not self.cfg.waits_for_analysis(c))
-            schedule, names = next(iter(self._server_groups(first).items()))
-            progress.launching(first.name, server_log(self.run_dir, first.name))
-            self._start(first, schedule, names, None)  # measures first: run_configurations
-            launch_s, measured = self._launches(first.name)[-1], True
-        plan, why = plan_for_launch(self.cfg, self.engine, launch_s, measured)
-        self.cfg = self.cfg.model_copy(update={"plan": plan})
-        self.manifest.config = self.cfg
-        self.manifest.save(self.run_dir)
-        self.console.print(why, highlight=False)
+    def reload(self) -> None:
+        """Read the points other processes measured into this run (after parallel workers)."""
+        self.rows = _stored_rows(self.run_dir)
 
-    def _launches_left(self, configs: list[ServerConfiguration], done: set[PointKey]) -> int:
-        """Servers still to start for `configs`: one per schedule with points left; a dynamic
-        server whose thresholds are not known yet counts one per prompt set."""
-        launches = 0
-        for config in configs:
-            known = self._known_schedules(config)
-            groups: dict[object, list[str]] = {}
-            for name in self.sets:
-                groups.setdefault(known.get(name, name), []).append(name)
-            for group, names in groups.items():
-                schedule = group if isinstance(group, Schedule) else None  # a name: unknown
-                if any(k not in done for k in self._keys(config, schedule, names)):
-                    launches += 1
-        return launches
-
-    def _keys(
-        self, config: ServerConfiguration, schedule: Schedule | None, names: list[str]
-    ) -> list[PointKey]:
-        load = self.cfg.load
-        if load.request_rates:  # open loop: a point per rate (load/arrivals.py)
-            return [PointKey(config.name, name, load.max_concurrency or 0, r, rate)
-                    for name in names for rate in load.request_rates
-                    for r in range(load.repeats)]
-        return [
-            PointKey(config.name, name, c, r)
-            for name in names
-            for c in levels_for(config, self.cfg, schedule, self._refined(config, name),
-                                self._straddled(config, name))
-            for r in range(self.cfg.load.repeats)
-        ]
-
-    def _straddled(self, config: ServerConfiguration, name: str) -> list[int]:
-        """The thresholds known now of the dynamic servers of set `name` that `config`, a
-        static server they are compared with, is also measured around."""
-        if not self.cfg.straddle_rounds:
-            return []
-        schedules = [self._known_schedules(c).get(name) for c in self.cfg.configurations
-                     if c.adaptive == "threshold"]
-        return straddled_thresholds(config, schedules)
-
-    def measure_straddles(self, static: list[ServerConfiguration],
-                          progress: SweepProgress) -> None:
-        """Once each set's threshold is chosen, the static servers a dynamic one is compared
-        with measure its T-1, T and T+1 too (the server still up goes first), so that no
-        efficiency at the switch rests on curves interpolated between grid levels."""
-        if not self.cfg.straddle_rounds or not any(
-                c.adaptive == "threshold" for c in self.cfg.configurations):
-            return
-        chosen = any(c.adaptive == "threshold" and c.needs_analysis
-                     for c in self.cfg.configurations)
-        if chosen:
-            self._choose_thresholds()
-        compared = [c for c in static if compared_at_threshold(c)]
-        # T chosen from the grid, then again with the points around it (a chord between grid
-        # levels misplaces it by a level or two, a wide one by more).
-        # The last round chooses T again too, keeping a new T whose neighbours are measured
-        # already: the dynamic server then runs at the T the analysis reads off every point.
-        for left in reversed(range(self.cfg.straddle_rounds)):
-            running = self.server.config.name if self.server else None
-            self.run_configurations(sorted(compared, key=lambda c: c.name != running), progress,
-                                    keep_last=True)
-            if not chosen or not self._threshold_moved(measure_again=bool(left)):
-                return
-
-    def _threshold_moved(self, measure_again: bool) -> bool:
-        """Choose the auto thresholds again with the points measured around them; True (and
-        the new ones kept) where one moved: the chord between grid levels had misplaced it."""
-        record = self.manifest.threshold
-        if record is None or record.source != "auto" or not configurations.analyzable(
-                self.cfg.modes):
-            return False
-        again = self._thresholds_from_crossovers(list(self.sets))
-        if again.per_prompt_set == record.per_prompt_set:
-            return False
-        if not measure_again and not self._straddles_measured(again):
-            # T walked past the points measured: the dynamic server keeps the T they bracket.
-            self.console.print("[yellow]note:[/] thresholds would move again with the last "
-                               "points, beyond those measured; raise --straddle-rounds to "
-                               "follow them", highlight=False)
-            return False
-        moved = ", ".join(f"{n} {record.per_prompt_set.get(n)} -> {t}"
-                          for n, t in again.per_prompt_set.items()
-                          if t != record.per_prompt_set.get(n))
-        then = "measuring around the new ones" if measure_again else "all measured already"
-        self.console.print(f"thresholds moved with the points around them: {moved}; {then}",
-                           highlight=False)
-        self.manifest.threshold = again
-        self.manifest.save(self.run_dir)
-        return True
-
-    def _straddles_measured(self, record: ThresholdRecord) -> bool:
-        """Whether the static servers compared at threshold have T-1, T and T+1 measured for
-        each set's threshold in `record`."""
-        done = results.measured_keys(self.run_dir)
-        for config in (c for c in self.cfg.configurations if compared_at_threshold(c)):
-            for name, threshold in record.per_prompt_set.items():
-                levels = levels_for(config, self.cfg, None, self._refined(config, name),
-                                    [threshold])
-                if any(PointKey(config.name, name, c, r) not in done for c in levels
-                       for r in range(self.cfg.load.repeats)):
-                    return False
-        return True
-
-    def _refined(self, config: ServerConfiguration, name: str) -> list[int]:
-        """The adaptive plan's levels for one server and prompt set ([] in a dense run)."""
-        if self.cfg.plan != "adaptive":
-            return []
-        return adaptive.placed_levels(self.manifest.refined, config.name, name)
-
-    def _planned(self) -> int:
-        """Points planned now; a dynamic server's straddle levels count once its T is known."""
-        total = 0
-        for config in self.cfg.configurations:
-            known = self._known_schedules(config)
-            for name in self.sets:
-                levels = levels_for(config, self.cfg, known.get(name),
-                                    self._refined(config, name), self._straddled(config, name))
-                total += (len(self.cfg.load.request_rates) or len(levels)) * self.cfg.load.repeats
-        return total
-
-    def _steps(self, config: ServerConfiguration) -> int:
-        return config.num_steps(self.cfg.server.speculative_num_steps)
-
-    def _known_schedules(self, config: ServerConfiguration) -> dict[str, Schedule | None]:
-        """Each prompt set's schedule for `config` as far as it is known now (no analysis)."""
-        given = config.threshold if config.threshold is not None else self.cfg.threshold
-        if config.adaptive == "threshold" and given is not None:
-            fixed = Schedule.from_threshold(self._steps(config), given)
-            return dict.fromkeys(self.sets, fixed)
-        if config.adaptive == "threshold":
-            stored = self.manifest.thresholds()
-            return {
-                n: Schedule.from_threshold(self._steps(config), stored[n])
-                for n in self.sets
-                if n in stored
-            }
-        if config.adaptive == "schedule":
-            return {n: Schedule.from_slots(slots)
-                    for n, slots in self.manifest.tuned.items() if n in self.sets}
-        return dict.fromkeys(self.sets)
-
-    def _server_groups(self, config: ServerConfiguration) -> dict[Schedule | None, list[str]]:
-        """One server per distinct schedule: the default dynamic server of each prompt set runs
-        with that set's own threshold (unless one was given), a tuned one with that set's own
-        schedule, the others with one schedule or none."""
-        if config.needs_analysis:
-            if config.adaptive == "threshold":
-                self._choose_thresholds()
-            else:
-                self._choose_schedules()
-        known = self._known_schedules(config)
-        groups: dict[Schedule | None, list[str]] = {}
-        for name in self.sets:
-            groups.setdefault(known[name], []).append(name)
-        return groups
-
-    def _start(
-        self,
-        config: ServerConfiguration,
-        schedule: Schedule | None,
-        names: list[str] | None,
-        label: str | None,
-    ) -> Server:
-        """Start a configuration's server; record it for `names` (None: a restart)."""
+    def start(self, job: Job, restart: bool = False) -> Server:
+        """Start a job's server; record it for the job's prompt sets (unless a restart)."""
+        config, schedule, label = job.config, job.schedule, job.label
+        names = None if restart else job.prompt_sets
         t0 = time.monotonic()
         self.server = self.engine.start(config, schedule, self.run_dir, label)
-        launch = [*self._launches(config.name), time.monotonic() - t0]
+        launch = [*self.launches(config.name), time.monotonic() - t0]
         previous = self.manifest.servers.get(config.name)
         if names is None:
             if previous is not None:
@@ -371,7 +194,7 @@ class Sweep:
         self.store_server(config.name, record)
         return self.server
 
-    def _launches(self, name: str) -> list[float]:
+    def launches(self, name: str) -> list[float]:
         server = self.manifest.servers.get(name)
         return list(server.launch_s) if server else []
 
@@ -385,104 +208,6 @@ class Sweep:
         if server is not None:
             with contextlib.suppress(Exception):
                 server.stop(grace_s)
-
-    def _choose_thresholds(self) -> dict[str, int]:
-        """The default dynamic server's threshold per prompt set, chosen once and kept.
-
-        Given (`--threshold N`): N for every set. Auto: each set's own threshold from its
-        measured crossover, so the dynamic check shows whether switching off at that set's
-        threshold tracks the better static curve; the combined recommendation for a mixed
-        deployment (the lowest over sets) is recorded beside them and reported.
-        """
-        names = list(self.sets)
-        stored = self.manifest.thresholds()
-        if all(name in stored for name in names):
-            return stored
-        cfg = self.cfg
-        if cfg.threshold is not None:
-            given = cfg.threshold
-            record = ThresholdRecord(
-                value=given, source="given", per_prompt_set=dict.fromkeys(names, given)
-            )
-        elif configurations.analyzable(cfg.modes):
-            record = self._thresholds_from_crossovers(names)
-        else:
-            fixed = DEFAULT_FIXED_THRESHOLD
-            record = ThresholdRecord(
-                value=fixed, source="default", per_prompt_set=dict.fromkeys(names, fixed)
-            )
-            self.console.print(
-                f"[yellow]no eagle3 curve with a baseline or zero-step one to compute a threshold "
-                f"from; using {fixed}[/]"
-            )
-        self.manifest.threshold = record
-        self.manifest.save(self.run_dir)
-        return dict(record.per_prompt_set)
-
-    def analysis(self) -> Analysis:
-        from specbench import analysis
-
-        results.rebuild_summary(self.run_dir)
-        return analysis.write_analysis(results.load_run(self.run_dir))
-
-    def _thresholds_from_crossovers(self, names: list[str]) -> ThresholdRecord:
-        """Each set's one-server threshold: where EAGLE-3 meets the zero-step curve (what the
-        dynamic server switches to). Without a zero-step curve, where it meets the baseline."""
-        found = self.analysis()
-        per_set: dict[str, int] = {}
-        for name in names:
-            entry = found["prompt_sets"][name]
-            one_server = entry.get("one_server") or {}
-            chosen = one_server.get("threshold_batch_size") or entry["threshold_batch_size"]
-            # None: an open-loop run with no finite rate to decide at (--request-rates inf).
-            per_set[name] = int(chosen) if chosen is not None else DEFAULT_FIXED_THRESHOLD
-        recommended = found.get("recommended_threshold")
-        shown = ", ".join(f"{n} {t}" for n, t in per_set.items())
-        mixed = (
-            f"recommended for a mixed deployment: {recommended}"
-            if recommended is not None
-            else "a mixed-deployment threshold needs a measured mix (--mix)"
-        )
-        self.console.print(
-            f"thresholds from the measured crossovers (batch size): {shown}; {mixed}"
-        )
-        plain = [n for n in names if not (found["prompt_sets"][n].get("one_server") or {})
-                 .get("threshold_batch_size")]
-        if plain:  # a real H200 run's dynamic server ran as a slow plain server above it
-            self.console.print(
-                f"[yellow]note:[/] {', '.join(plain)}: the threshold is the plain server's "
-                "crossover (no zero-step curve); above it the dynamic server runs its zero-step "
-                "path, slower than a plain server; add zero-step to --modes for the one-server "
-                "threshold"
-            )
-        value = int(recommended) if recommended is not None else None
-        return ThresholdRecord(value=value, source="auto", per_prompt_set=per_set)
-
-    def _choose_schedules(self) -> None:
-        """The tuned server's schedule per prompt set (the best K per level, as batch-size
-        slots), chosen once from the measured static curves and kept in the manifest."""
-        if self.cfg.schedule and not self.manifest.tuned:  # the user's, measured as given
-            self.manifest.tuned = {name: dict(self.cfg.schedule) for name in self.sets}
-            self.manifest.save(self.run_dir)
-        if all(name in self.manifest.tuned for name in self.sets):
-            return
-        found = self.analysis()
-        for name in self.sets:
-            schedule = (found["prompt_sets"][name].get("schedule") or {}).get("slots")
-            if not schedule:
-                raise SweepError(
-                    f"no tuned schedule for {name}: tuning needs the static EAGLE-3 curves at "
-                    "several K and zero-step; run specbench tune (or add eagle3-k<K> and "
-                    "zero-step to --modes)"
-                )
-            slots = {str(k): int(v) for k, v in schedule.items()}
-            if not any(slots.values()):
-                # All zero: SGLang still needs a K among the candidates (a slot no batch reaches).
-                slots = {"0": self._steps(configurations.parse("tuned")), **slots}
-            self.manifest.tuned[name] = slots
-        shown = "; ".join(f"{n} {slots}" for n, slots in self.manifest.tuned.items())
-        self.console.print(f"tuned schedules (batch size: steps): {shown}")
-        self.manifest.save(self.run_dir)
 
     def _requests(self, name: str, repeat: int) -> list[prompts.PromptRequest]:
         """The send order of a set for one repeat: seed + repeat, the same for every
@@ -570,7 +295,7 @@ class Sweep:
                     self.console.print(f"[yellow]warning:[/] {message}; measuring it again")
                     earlier_gpu_s = held_gpu_s
                     continue
-                self._set_point(key, PointRecord(status="failed", attempts=attempts,
+                self.set_point(key, PointRecord(status="failed", attempts=attempts,
                                                  error=message, errors=errors,
                                                  gpu_s=held_gpu_s))
                 where = f"its log {server.log_path}" if server.log_path else server.base_url
@@ -583,7 +308,7 @@ class Sweep:
             said = failed_requests(result) if alive else None
             if said is not None:
                 message = f"{key.label}: {said}"
-                self._set_point(key, PointRecord(status="failed", attempts=attempts,
+                self.set_point(key, PointRecord(status="failed", attempts=attempts,
                                                  error=message, errors=[*errors, message],
                                                  gpu_s=held_gpu_s))
                 where = f"its log {server.log_path}" if server.log_path else server.base_url
@@ -607,7 +332,7 @@ class Sweep:
             errors.append(message)
             failed = PointRecord(status="failed", attempts=attempts, error=message, errors=errors,
                                  gpu_s=held_gpu_s)
-            self._set_point(key, failed)
+            self.set_point(key, failed)
             self.console.print(f"[red]error:[/] {message}")
             if not restarting:
                 raise SweepError(
@@ -617,7 +342,7 @@ class Sweep:
             self.console.print(f"restarting the {key.mode} server (attempt {attempts + 1})")
             earlier_gpu_s = held_gpu_s
             self.stop_server()
-            self._start(server.config, server.schedule, None, server.label)
+            self.start(Job(server.config, server.schedule, [], [], server.label), restart=True)
 
     def _gpu_s(self, since: float, server: Server) -> float:
         """GPU seconds a server has been held since `since`: wall x time scale x its GPUs."""
@@ -639,8 +364,9 @@ class Sweep:
         )
         summary["server_switches"] = switches
         try:
-            results.write_point(self.run_dir, key, frame, summary)
-            self._set_point(key, record)
+            path = results.write_point(self.run_dir, key, frame, summary)
+            self.rows[key] = read_point_summary(path)
+            self.set_point(key, record)
         except OSError as exc:
             raise SweepError(
                 f"cannot write {key.label} into {self.run_dir} ({exc.strerror or exc}); free "
@@ -656,27 +382,14 @@ class Sweep:
             + (f"  [yellow]{flags}[/]" if flags else "")
         )
 
-    def _set_point(self, key: PointKey, record: PointRecord) -> None:
+    def set_point(self, key: PointKey, record: PointRecord) -> None:
         """Record a point's outcome (a parallel worker sends it to the manifest's owner)."""
         self.manifest.points[key.label] = record
         self.manifest.save(self.run_dir)
 
 
-def conclude(run_dir: Path, console: Console) -> None:
-    """Analysis, plots and report once every point is in."""
-    from specbench import analysis
-    from specbench.report import document as report
-    from specbench.report import plots
-    from specbench.report.why import explained
 
-    run = results.load_run(run_dir)
-    if configurations.analyzable(run.modes):
-        run.analysis = analysis.write_analysis(run)
-    try:
-        plots.plot_run(run)
-    except Exception as exc:  # a figure failing must not hide the measured numbers
-        console.print(f"[yellow]warning:[/] plots failed ({exc})")
-    sets = explained(run)  # the logs read once for both
-    report.write_report(run, sets=sets)
-    report.render_terminal(run, console, sets=sets)
-    console.print(f"report: {run_dir / 'report.md'}")
+def _stored_rows(run_dir: Path) -> dict[PointKey, dict[str, Any]]:
+    """Each point file's key and summary row."""
+    rows = (read_point_summary(p) for p in point_files(run_dir))
+    return {PointKey.of_row(row): row for row in rows}
