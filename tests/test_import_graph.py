@@ -151,3 +151,27 @@ def test_type_checking_imports_do_not_count() -> None:
     source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
               "    from specbench.cli.main import app\n")
     assert circles(import_graph(extra={"specbench.cli.compare": source})) == []
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for module in graph[todo.pop()] - seen:
+            seen.add(module)
+            todo.append(module)
+    return seen
+
+
+def test_the_sweep_measures_and_the_plan_decides() -> None:
+    # The sweep runs what the plan hands it: it reaches none of the plan's modules, and reads
+    # no analysis itself (the profiler it uses classifies kernels through analysis.kernels).
+    graph = import_graph()
+    plan = {"specbench.run.adaptive", "specbench.run.plan", "specbench.run.planner",
+            "specbench.run.phases"}
+    assert reachable(graph, "specbench.run.sweep") & plan == set()
+    assert not any(m.startswith("specbench.analysis") for m in graph["specbench.run.sweep"])
+    # And the plan's way back: put an import of the plan into the sweep, and it is seen.
+    graph = import_graph(extra={"specbench.run.sweep": "from specbench.run import planner\n"})
+    assert "specbench.run.planner" in reachable(graph, "specbench.run.sweep")
