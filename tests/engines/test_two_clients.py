@@ -235,10 +235,12 @@ def comparison(tmp_path_factory: pytest.TempPathFactory,
     require_bench_serving()
     found = compare(SGLANG_PYTHON, tmp_path_factory.mktemp("two-clients"), LEVELS, TIME_SCALE,
                     TEST_ROUNDS, TEST_WARMUP_S, TEST_WINDOW_S)
-    # The numbers go into the log whether the test passes or not.
+    # The numbers go into the log whether the test passes or not (past the output capture).
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("\ntwo clients, one simulated server:\n" + table(found))
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line("\ntwo clients, one simulated server:\n" + table(found))
     return found
 
 
