@@ -60,3 +60,17 @@ def test_the_equal_against_staggered_numbers_are_the_committed_runs() -> None:
         text = " ".join((REPO / doc).read_text().split())
         assert f"{equal:,.0f}" in text and f"{staggered:,.0f}" in text, doc
         assert drop in text, (doc, drop)
+
+
+FLASHINFER_ENDS = REPO / "results" / "gpu" / "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-ends"
+
+
+def test_the_flashinfer_equal_against_staggered_numbers_are_the_committed_run() -> None:
+    rows = pd.read_parquet(FLASHINFER_ENDS / "summary.parquet")
+    base = rows[rows["mode"] == "baseline"].set_index(["prompt_set", "concurrency"])["output_tok_s"]
+    text = " ".join((REPO / "docs/reading-results.md").read_text().split())
+    for c in (16, 64):
+        equal, staggered = base[("coding-equal", c)], base[("coding-staggered", c)]
+        quoted = (f"{equal:,.0f} against {staggered:,.0f}",
+                  f"{100 * (1 - staggered / equal):.1f}% lower")
+        assert all(q in text for q in quoted), (c, quoted)

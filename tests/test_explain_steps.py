@@ -34,6 +34,20 @@ def test_steady_lines_are_decode_steps_of_one_batch_after_a_decode_line() -> Non
     assert found[-1].queued == 2
 
 
+def test_lines_under_sglangs_profiler_are_not_steady() -> None:
+    # As a real H100 log had them: the profiler's CPU tracing slows each step, and the first
+    # line after the trace is written covers the export (1.45 s at batch 64).
+    lines = [_decode(64, 4000.0), _decode(64, 4000.0),
+             "[2026-01-01 00:00:01] Profiling starts. Traces will be saved to: /tmp/p "
+             "(with profile id: p)",
+             _decode(64, 3000.0), _decode(64, 3000.0),
+             "[2026-01-01 00:00:02] Stop profiling...",
+             "[2026-01-01 00:00:03] Profiling done. Traces are saved to: /tmp/p",
+             _decode(64, 100.0), _decode(64, 4000.0), _decode(64, 4000.0)]
+    assert [i.steady for i in parse_decode_lines(lines)] == [
+        False, True, False, False, False, True, True]
+
+
 def test_sglang_0_5_23_lines_with_more_fields_are_read() -> None:
     line = ("[2026-01-01 00:00:00 TP0] Decode batch [812], #running-req: 8, #token: 9000, "
             "token usage: 0.10, #swa token: 10, accept len: 2.50, accept rate: 0.50, "

@@ -328,6 +328,7 @@ def test_explain_shows_the_profiled_split_beside_the_log_ratio(tmp_path: Path) -
     assert c16.plain is not None and c16.plain.step is not None
     assert c16.plain.step.step_ms == pytest.approx(7.5)
     assert c16.step_ratio == pytest.approx(9.3 / 7.5)
+    assert c16.kernel_ratio == pytest.approx(6.2 / 6.75)
     log_ratio = next(lv.step_ratio for lv in coding.levels if lv.concurrency == 16)
     assert log_ratio is not None and c16.log_step_ratio == log_ratio
     assert any("no step profile of eagle3 at c=64: no trace arrived" in n for n in coding.notes)
@@ -338,9 +339,14 @@ def test_explain_shows_the_profiled_split_beside_the_log_ratio(tmp_path: Path) -
     render_terminal([coding], console)
     out = console.export_text()
     assert "a step by kind of GPU time (SGLang's profiler)" in out
-    assert (f"c=16: SGLang's profiler puts a speculative step at {9.3 / 7.5:.2f}x a plain one "
-            f"(9.30 against 7.50 ms, the slowest of 2 and 1 rank(s)); the logs give "
-            f"{log_ratio:.2f}.") in out
+    # The kernels' ratio is the one set against the logs': rank 1's 6.2 ms of GPU time (3.1
+    # idle) against the plain step's 6.75 (0.75 idle).
+    kernels = 6.2 / 6.75
+    assert (f"c=16: SGLang's profiler puts a speculative step's kernels at {kernels:.2f}x a "
+            f"plain one's (6.20 against 6.75 ms of GPU time, the slowest of 2 and 1 rank(s)); "
+            f"the logs give {log_ratio:.2f}, and the kernels' ratio is "
+            f"{1 - kernels / log_ratio:.0%} below it. With host idle the profiled steps took "
+            f"9.30 and 7.50 ms ({9.3 / 7.5:.2f}x)") in " ".join(out.split())
     assert "2 [9.10–9.30]" in out  # both ranks' steps beside the slowest's
     assert "sm100_mystery_epilogue 0.200 ms" in out
     blocks = why_blocks(explained(load_run(run_dir)))

@@ -187,6 +187,7 @@ def test_a_run_without_a_baseline_reports_its_missing_grid_in_one_line(
     "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-agentic-prof",
     "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-agentic-steps",
     "h100-sglang-0.5.17-llama8b-shape-q0.3-triton-ends",
+    "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-ends",
     # (the other H100 runs: test_a_narrow_crossover_interval_reads_as_two_numbers and
     # test_the_real_tune_run_measures_its_schedule_against_sglangs_default)
 ])
@@ -489,3 +490,70 @@ def test_a_real_server_reads_equal_ends_faster_and_the_flag_says_so() -> None:
     assert "lockstep_ends" not in str(staggered["flags"])
     assert staggered["output_tok_s"] / equal["output_tok_s"] < 0.85
     assert equal["ttft_ms_p50"] > 5 * staggered["ttft_ms_p50"]
+
+
+ENDS = RUNS / "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-ends"
+
+
+def test_a_real_flashinfer_server_reads_equal_ends_faster_and_records_the_tree() -> None:
+    # Every cap 330 tokens against caps drawn around the same mean, c = 16 and 64: the plain
+    # server loses 2% and 17% with staggered ends; only the equal-cap points are flagged.
+    rows = pd.read_parquet(ENDS / "summary.parquet").set_index(
+        ["mode", "prompt_set", "concurrency"])
+    for mode in ("baseline", "eagle3", "eagle3-k3-t4-d8"):
+        for c in (16, 64):
+            assert "lockstep_ends" in str(rows.loc[(mode, "coding-equal", c), "flags"])
+            assert "lockstep_ends" not in str(rows.loc[(mode, "coding-staggered", c), "flags"])
+    base = rows.loc["baseline"]["output_tok_s"]
+    assert base[("coding-staggered", 64)] < 0.85 * base[("coding-equal", 64)]
+    # The tree's acceptance is recorded as the chain's is (the constructed draft's top-1 is its
+    # only right token, so the tree accepts what the chain does), and its dearer verify costs.
+    for prompt_set in ("coding-equal", "coding-staggered"):
+        tree = rows.loc[("eagle3-k3-t4-d8", prompt_set, 64)]
+        chain = rows.loc[("eagle3", prompt_set, 64)]
+        assert tree["accept_length"] == pytest.approx(chain["accept_length"], rel=0.01)
+        assert 2.0 < tree["accept_length"] < 4.0
+        assert tree["output_tok_s"] < chain["output_tok_s"]
+    report = (ENDS / "report.md").read_text()
+    assert "Drafts measured as static trees: eagle3-k3-t4-d8" in report
+
+
+def test_explain_reads_the_flashinfer_profile_and_its_logs_alike(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # SGLang's profiler at c = 64: the kernels' step ratio within 10% of the one-step logs'
+    # (2.68 against 2.95 with equal caps, 2.96 against 3.03 staggered), once the lines logged
+    # under the profiler (and the 1.5-s one after its trace was written) are out of the steady
+    # steps. The speculative step, not acceptance, moves EAGLE-3 below the plain server.
+    run = tmp_path_factory.mktemp("ends") / ENDS.name
+    shutil.copytree(ENDS, run)
+    proc = run_cli(["explain", str(run)], cwd=run.parent, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sets = json.loads((run / "explain.json").read_text())["prompt_sets"]
+    for name in ("coding-equal", "coding-staggered"):
+        (profile,) = sets[name]["profiles"]
+        assert profile["concurrency"] == 64
+        assert profile["kernel_ratio"] == pytest.approx(profile["log_step_ratio"], rel=0.10)
+        assert profile["step_ratio"] != pytest.approx(profile["log_step_ratio"], rel=0.10)
+        by_c = {level["concurrency"]: level for level in sets[name]["levels"]}
+        assert by_c[64]["step_ratio"] < 3.2  # no profiler stall among the steady lines
+        assert by_c[16]["tok_s_ratio"] > 1.0 > by_c[64]["tok_s_ratio"]
+        crossing = sets[name]["crossing"]
+        assert "The speculative step (draft forwards and the verify) moved it below" in crossing
+        assert "verify attention" in crossing
+
+
+def test_a_dynamic_server_at_t_1_is_a_relaunch_of_zero_step(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Agentic at 64 and 128 on an H100: zero-step as fast as EAGLE-3 at both, so T = 1 and the
+    # dynamic server ran zero-step's own adaptive config. Its E reads what a relaunch moves:
+    # 0.94 at 64, an interval (paired by request) that leaves 1 out.
+    name = "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-straddle-agentic"
+    copy = _rerun(RUNS / name, tmp_path_factory)
+    servers = RUNS / name / "servers"
+    assert (json.loads((servers / "dynamic.adaptive.json").read_text())
+            == json.loads((servers / "zero-step.adaptive.json").read_text()))
+    one = json.loads((copy / "analysis.json").read_text())["prompt_sets"]["agentic"]["one_server"]
+    assert one["threshold_batch_size"] == 1 and one["outcome"] == "eagle3_never_wins"
+    assert one["efficiency"]["64"] < 0.97 and one["efficiency_interval"]["64"][1] < 1.0
+    assert one["efficiency_interval"]["128"][0] < 1.0 < one["efficiency_interval"]["128"][1]
+    assert "never draft, T = 1" in (copy / "report.md").read_text()

@@ -31,6 +31,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -108,12 +109,22 @@ class LevelProfile:
 
     @property
     def step_ratio(self) -> float | None:
-        """The profile's speculative step over its plain one (slowest ranks' steps)."""
+        """The profile's speculative step over its plain one (slowest ranks' steps, wall)."""
         spec = self.spec.step if self.spec else None
         plain = self.plain.step if self.plain else None
         if spec is None or plain is None or plain.step_ms <= 0:
             return None
         return spec.step_ms / plain.step_ms
+
+    @property
+    def kernel_ratio(self) -> float | None:
+        """The same over the steps' GPU time (host idle left out): what compares with the logs'
+        ratio, since the profiler's tracing lengthens the host's share of a step."""
+        spec = self.spec.step if self.spec else None
+        plain = self.plain.step if self.plain else None
+        if spec is None or plain is None or plain.kernel_ms <= 0:
+            return None
+        return spec.kernel_ms / plain.kernel_ms
 
 
 @dataclass(frozen=True)
@@ -304,15 +315,22 @@ def _profile_notes(levels: Sequence[LevelProfile]) -> list[str]:
 def profile_words(lv: LevelProfile) -> str | None:
     """The profile's step ratio beside the logs' at one level; None where either server's
     profile is missing."""
-    ratio = lv.step_ratio
-    if ratio is None or lv.spec is None or lv.plain is None:
+    ratio, kernels = lv.step_ratio, lv.kernel_ratio
+    if ratio is None or kernels is None or lv.spec is None or lv.plain is None:
         return None
-    assert lv.spec.step is not None and lv.plain.step is not None
-    logs = (f"the logs give {lv.log_step_ratio:.2f}" if lv.log_step_ratio is not None
-            else "the logs give no step ratio there")
-    return (f"c={lv.concurrency}: SGLang's profiler puts a speculative step at {ratio:.2f}x a "
-            f"plain one ({lv.spec.step.step_ms:.2f} against {lv.plain.step.step_ms:.2f} ms, "
-            f"the slowest of {len(lv.spec.ranks)} and {len(lv.plain.ranks)} rank(s)); {logs}.")
+    spec, plain = lv.spec.step, lv.plain.step
+    assert spec is not None and plain is not None
+    logs = "the logs give no step ratio there"
+    if lv.log_step_ratio is not None:
+        off = kernels / lv.log_step_ratio - 1
+        logs = (f"the logs give {lv.log_step_ratio:.2f}, and the kernels' ratio is {abs(off):.0%} "
+                f"{'below' if off < 0 else 'above'} it")
+    return (f"c={lv.concurrency}: SGLang's profiler puts a speculative step's kernels at "
+            f"{kernels:.2f}x a plain one's ({spec.kernel_ms:.2f} against {plain.kernel_ms:.2f} "
+            f"ms of GPU time, the slowest of {len(lv.spec.ranks)} and {len(lv.plain.ranks)} "
+            f"rank(s)); {logs}. With host idle the profiled steps took {spec.step_ms:.2f} and "
+            f"{plain.step_ms:.2f} ms ({ratio:.2f}x): the profiler's tracing slows the host, so "
+            "its idle is longer than the server's.")
 
 
 def _notes(levels: Sequence[LevelExplanation], log_intervals: set[int]) -> list[str]:
@@ -371,6 +389,60 @@ def lowest_level_sentence(sets: Sequence[SetExplanation]) -> str | None:
     return "Why EAGLE-3 loses at the lowest load measured: " + "; ".join(parts) + "."
 
 
+def _crossing(levels: Sequence[LevelExplanation]) -> tuple[LevelExplanation, LevelExplanation,
+                                                             float] | None:
+    """The first pair of explained levels where EAGLE-3 falls from at least the plain server's
+    tok/s to below it, and where between them it ties (log-linear in c and in the ratio)."""
+    shown = [lv for lv in levels if lv.step_ratio is not None and lv.accept_length]
+    for low, high in pairwise(shown):
+        if low.tok_s_ratio >= 1.0 > high.tok_s_ratio:
+            a, b = math.log(low.tok_s_ratio), math.log(high.tok_s_ratio)
+            frac = a / (a - b)
+            c = math.exp(math.log(low.concurrency)
+                         + frac * (math.log(high.concurrency) - math.log(low.concurrency)))
+            return low, high, c
+    return None
+
+
+def crossing_words(s: SetExplanation) -> str | None:
+    """Why EAGLE-3 stops paying where it does: between the two levels that bracket its tie with
+    the plain server, which term's change moved it below; None where no pair brackets it."""
+    found = _crossing(s.levels)
+    if found is None:
+        return None
+    low, high, c = found
+    assert low.step_ratio and high.step_ratio and low.accept_length and high.accept_length
+    assert low.rest and high.rest
+    # log(R) = log(A) - log(step ratio) + log(rest): each term's share of R's fall
+    moved = {"acceptance": math.log(high.accept_length / low.accept_length),
+             "step": -math.log(high.step_ratio / low.step_ratio),
+             "rest": math.log(high.rest / low.rest)}
+    mover = min(moved, key=lambda term: moved[term])
+    words = (f"{s.prompt_set}: {s.speculative} ties the plain server at about c = {c:.0f} "
+             f"(log-linear between {low.concurrency} and {high.concurrency}). From "
+             f"{low.concurrency} to {high.concurrency} its tok/s over the plain server's falls "
+             f"from {low.tok_s_ratio:.2f} to {high.tok_s_ratio:.2f}: tokens per verify "
+             f"{low.accept_length:.2f} to {high.accept_length:.2f}, a speculative step "
+             f"{low.step_ratio:.2f}x to {high.step_ratio:.2f}x a plain one, the rest "
+             f"{low.rest:.2f} to {high.rest:.2f}; the break-even acceptance rises from "
+             f"{low.break_even_accept:.2f} to {high.break_even_accept:.2f}. "
+             f"{TERMS[mover][0][0].upper() + TERMS[mover][0][1:]} moved it below: its "
+             f"change alone multiplies EAGLE-3's ratio by {math.exp(moved[mover]):.2f}.")
+    profiled = next((lv for lv in s.profiles if lv.concurrency == high.concurrency
+                     and lv.spec is not None and lv.spec.step is not None
+                     and lv.plain is not None and lv.plain.step is not None), None)
+    if profiled is not None:
+        assert profiled.spec is not None and profiled.plain is not None
+        spec, plain = profiled.spec.step, profiled.plain.step
+        assert spec is not None and plain is not None
+        kinds = {k: v for k, v in spec.kinds_ms.items() if k not in ("idle", "prefill")}
+        top = max(kinds, key=lambda k: kinds[k])
+        words += (f" At c={high.concurrency} a speculative step's kernels take "
+                  f"{spec.kernel_ms:.2f} ms against a plain step's {plain.kernel_ms:.2f}, "
+                  f"{kinds[top]:.2f} ms of them {top.replace('_', ' ')}.")
+    return words
+
+
 def to_json(sets: Sequence[SetExplanation]) -> dict[str, Any]:
     return {
         "explain_version": EXPLAIN_VERSION,
@@ -381,9 +453,11 @@ def to_json(sets: Sequence[SetExplanation]) -> dict[str, Any]:
                 "baseline": BASELINE,
                 "levels": [{**asdict(lv), "step_term": lv.step_term, "words": level_words(lv)}
                            for lv in s.levels],
+                "crossing": crossing_words(s),
                 "notes": s.notes,
                 "profiles": [{"concurrency": lv.concurrency,
                               "step_ratio": lv.step_ratio,
+                              "kernel_ratio": lv.kernel_ratio,
                               "log_step_ratio": lv.log_step_ratio,
                               "words": profile_words(lv),
                               s.speculative: lv.spec.to_json() if lv.spec else None,

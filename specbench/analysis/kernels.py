@@ -122,6 +122,12 @@ class StepSplit:
         """A decode step without the prefill forwards that ran among the profiled steps."""
         return self.wall_ms - self.kinds_ms.get("prefill", 0.0)
 
+    @property
+    def kernel_ms(self) -> float:
+        """A decode step's GPU time: the step less host idle. The profiler's own CPU tracing
+        slows the host, so the step's idle under it is not the server's; its kernels are."""
+        return self.step_ms - self.kinds_ms.get("idle", 0.0)
+
 
 @dataclass(frozen=True)
 class PointProfile:

@@ -11,7 +11,10 @@ one decode step took ``B * A / X`` (A = 1 for a plain server) if nothing else ra
 A line is *steady* when the line before it in the same log was a decode line of the same batch:
 no prefill forward, no finished or admitted request in the interval, so its time is decode
 steps alone. At high load a 40-step interval nearly always holds a prefill; one-step lines
-(``--decode-log-interval 1``) are steady at every load.
+(``--decode-log-interval 1``) are steady at every load. Lines logged while SGLang's own profiler
+runs (``Profiling starts`` to ``Profiling done``) and the first one after it are never steady:
+its CPU tracing slows the host, and writing the trace stalls the scheduler (a real H100 log held
+one such "step" of 1.45 s at batch 64).
 
 specbench flushes the prefix cache before every attempt at a point (``Cache flushed
 successfully!`` in the log), and the manifest keeps the points in the order they ran, so the
@@ -39,6 +42,8 @@ DECODE_LINE = re.compile(
 )
 PREFILL_LINE = "Prefill batch"
 FLUSH_LINE = "Cache flushed successfully!"
+PROFILE_START_LINE = "Profiling starts"  # SGLang 0.5.17 and 0.5.23, with or without a stage
+PROFILE_DONE_LINE = "Profiling done"
 SGLANG_DECODE_LOG_INTERVAL = 40  # SGLang's default --decode-log-interval
 _LEVEL = re.compile(r"^c(?P<c>\d+)-r(?P<r>\d+)$")
 
@@ -65,10 +70,14 @@ def parse_decode_lines(lines: Iterable[str]) -> list[DecodeInterval]:
     """Every decode line of `lines` (one log, in order), each marked steady or not."""
     out: list[DecodeInterval] = []
     prev_batch: int | None = None  # the previous line's batch, if that line was a decode line
+    profiling = False
     for line in lines:
         m = DECODE_LINE.search(line)
         if m is None:
-            if PREFILL_LINE in line or FLUSH_LINE in line:
+            if PROFILE_START_LINE in line or PROFILE_DONE_LINE in line:
+                profiling = PROFILE_START_LINE in line
+                prev_batch = None
+            elif PREFILL_LINE in line or FLUSH_LINE in line:
                 prev_batch = None
             continue
         batch, tok_s = int(m["batch"]), float(m["tok_s"])
@@ -78,7 +87,7 @@ def parse_decode_lines(lines: Iterable[str]) -> list[DecodeInterval]:
                 accept_length=float(m["accept"]) if m["accept"] else 1.0,
                 gen_tok_s=tok_s, queued=int(m["queue"]),
                 steady=prev_batch == batch, after_decode=prev_batch is not None))
-        prev_batch = batch
+        prev_batch = None if profiling else batch
     return out
 
 

@@ -16,6 +16,7 @@ from specbench.analysis.explain import (
     LevelExplanation,
     LevelProfile,
     SetExplanation,
+    crossing_words,
     explain_run,
     level_words,
     lowest_level_sentence,
@@ -128,7 +129,7 @@ def render_terminal(sets: Sequence[SetExplanation], console: Console) -> None:
             grid.add_row(*cells)
         console.print(grid)
         console.print(f"  {LEGEND}", highlight=False)
-        for line in _words(s):
+        for line in _words(s) + [w for w in (crossing_words(s),) if w]:
             console.print(f"  {line}", highlight=False)
         if s.profiles:
             _render_profiles(s, console)
@@ -173,6 +174,9 @@ def why_blocks(sets: Sequence[SetExplanation]) -> list[Block]:
         out.append(Heading(3, s.prompt_set))
         out.append(table(HEADERS, [_cells(lv) for lv in s.levels]))
         out.append(Para(plain(LEGEND)))
+        crossing = crossing_words(s)
+        if crossing:
+            out.append(Para(plain(crossing)))
         items = _words(s) + [f"note: {n}" for n in s.notes]
         if items:
             out.append(Bullets(tuple(plain(i) for i in items)))
