@@ -556,4 +556,6 @@ def test_a_dynamic_server_at_t_1_is_a_relaunch_of_zero_step(
     assert one["threshold_batch_size"] == 1 and one["outcome"] == "eagle3_never_wins"
     assert one["efficiency"]["64"] < 0.97 and one["efficiency_interval"]["64"][1] < 1.0
     assert one["efficiency_interval"]["128"][0] < 1.0 < one["efficiency_interval"]["128"][1]
-    assert "never draft, T = 1" in (copy / "report.md").read_text()
+    finding = (copy / "report.md").read_text().split("\n\n")[1]
+    assert "never draft, T = 1" in finding
+    assert "what a second launch of one configuration moves, not its threshold" in finding

@@ -150,9 +150,9 @@ def one_server_finding(prompt_set: str, entry: PromptSetAnalysis) -> str:
                 f"requests, {_interval(one)}).{holds_words(entry)}")
     if outcome == "eagle3_never_wins":
         return (f"{prompt_set}: never draft, T = 1 (the zero-step path is as fast as EAGLE-3 "
-                f"at every level measured, {_grid(one['levels'])}).")
+                f"at every level measured, {_grid(one['levels'])}).{holds_words(entry)}")
     return (f"{prompt_set}: keep drafting, T = {t} (EAGLE-3 still beats its zero-step path at "
-            f"{one['levels'][-1]}, the largest level measured).")
+            f"{one['levels'][-1]}, the largest level measured).{holds_words(entry)}")
 
 
 def holds_words(entry: PromptSetAnalysis) -> str:
@@ -166,7 +166,10 @@ def holds_words(entry: PromptSetAnalysis) -> str:
     levels = ", ".join(
         f"{c} ({d['efficiency']:.3f}{', interpolated' if d.get('interpolated') else ''})"
         for c, d in short.items())
-    why = (_short_why(int(worst_c), applied, worst["short_of"]) if not worst.get("interpolated")
+    ratios = (entry.get("one_server") or {}).get("ratio_by_concurrency") or {}
+    ratio = ratios.get(str(worst_c))
+    why = (_short_why(int(worst_c), applied, worst["short_of"], ratio)
+           if not worst.get("interpolated")
            else "the static curves are interpolated, so the shortfall may be theirs "
                 "(measure them at that level: --straddle-rounds)")
     flips = (f", switching {worst['switches']} times in its window as its batch crossed T"
@@ -177,14 +180,20 @@ def holds_words(entry: PromptSetAnalysis) -> str:
             f"the better static curve at c = {worst_c}, where {why}{flips}.")
 
 
-def _short_why(level: int, applied: int | None, short_of: str | None) -> str:
+def _short_why(level: int, applied: int | None, short_of: str | None,
+               eagle3_over_zero: float | None) -> str:
     """Why a dynamic server fell short at `level`, from which side of its threshold the level
-    lies on (closed-loop users keep about c requests running) and which curve it lost to."""
+    lies on (closed-loop users keep about c requests running), which curve it lost to and which
+    static curve was faster there (EAGLE-3 / zero-step, None where not measured)."""
+    if applied == 1:  # zero-step is the adaptive server at T = 1: the same launch arguments
+        return ("it ran the zero-step server's own configuration (T = 1), so the shortfall is "
+                "what a second launch of one configuration moves, not its threshold")
     drafting = applied is None or level < applied
-    if short_of == "eagle3" and not drafting:
+    eagle3_faster = None if eagle3_over_zero is None else eagle3_over_zero >= 1.0
+    if short_of == "eagle3" and not drafting and eagle3_faster is not False:
         return ("it ran its zero-step path where EAGLE-3 was faster (the threshold is too low "
                 "for this load)")
-    if short_of != "eagle3" and drafting:
+    if short_of != "eagle3" and drafting and eagle3_faster is not True:
         return ("it kept drafting where its zero-step path was faster (the threshold is too "
                 "high for this load)")
     mode = "drafting" if drafting else "at zero steps"
