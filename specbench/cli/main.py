@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # annotations only: --help imports neither pandas nor pydanti
     from specbench.results import Run
     from specbench.results.analysis import Analysis
 
+EXPLAIN_FILE_WIDTH = 150  # explain's widest table, intervals included, written to a file
+
 app = typer.Typer(
     name="specbench",
     help="Find the load at which EAGLE-3 speculative decoding stops paying off in SGLang.",
@@ -206,6 +208,8 @@ def explain(run_dir: Path) -> None:
     run = _load(run_dir)
     sets, path = guard(lambda: explain_mod.write_explain(run))
     console = Console()
+    if not console.is_terminal:  # a file or a pipe: room for the tables' intervals
+        console = Console(width=EXPLAIN_FILE_WIDTH)
     why.render_terminal(sets, console)
     console.print(f"explain: {path}", highlight=False)
 
