@@ -19,8 +19,9 @@ runs on three workers (the contract tests on two).
 
 Without ``-n`` / ``-m`` (the README's ``python3 -m pytest -q``) every test runs, one after
 another, as before. A new test file under a folder of live-server tests (see
-:data:`SERIAL_DIRS`) is serial unless named in :data:`PARALLEL_FILES`; any test may also mark
-itself ``@pytest.mark.serial``.
+:data:`SERIAL_DIRS`) is serial unless named in :data:`PARALLEL_FILES` (a single test of such a
+file that times nothing: :data:`PARALLEL_TESTS`); any test may also mark itself
+``@pytest.mark.serial``.
 
 On the workers a test goes wherever a worker is free, except that the tests of a file with a
 module- or session-scoped fixture of its own (a shared simulated server, a shared sweep) are one
@@ -113,6 +114,22 @@ SERIAL_TESTS = {
     "sim/test_scheduler.py::test_bookkeeping_of_a_250_request_step_is_cheap",
 }
 
+# Single tests in otherwise serial files that time nothing ("file::test", any parameters): a
+# refusal, a dry run, a pure function, a server's self-description. They run on the workers.
+PARALLEL_TESTS = {
+    # the gate's refusal of a candidate missing levels: exit 2 and the list (its reference sweep,
+    # the file's module fixture, runs on the worker that takes this test)
+    "e2e/test_regress_gate.py::test_mismatched_levels_are_refused",
+    # the job's plan and commands, printed by --dry-run: nothing is launched
+    "e2e/test_gpu_regression_job.py::test_the_jobs_plan_with_its_defaults",
+    "e2e/test_gpu_regression_job.py::test_servers_the_job_started_are_attached",
+    # the plan's choice from a given launch time: pure functions
+    "e2e/test_plan_auto.py::test_real_sglang_leaves_the_plan_to_the_launch_time",
+    "e2e/test_plan_auto.py::test_the_break_even_weighs_saved_points_against_extra_launches",
+    # /server_info's fields, read from a simulated server that measures nothing
+    "e2e/test_explain.py::test_the_simulators_server_info_says_what_sglang_resolved",
+}
+
 # Files that share one session fixture: one xdist group.
 GROUPS = {"engines/oracle/": "oracle"}
 
@@ -131,6 +148,8 @@ def is_serial(item: pytest.Item) -> bool:
     if item.get_closest_marker("serial") is not None:
         return True
     rel, name = _where(item)
+    if f"{rel}::{name}" in PARALLEL_TESTS:
+        return False
     if f"{rel}::{name}" in SERIAL_TESTS or rel in SERIAL_FILES:
         return True
     return rel.split("/", 1)[0] in SERIAL_DIRS and rel not in PARALLEL_FILES

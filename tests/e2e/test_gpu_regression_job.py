@@ -43,7 +43,11 @@ def job_env(work: Path, port: int, **settings: str) -> dict[str, str]:
         "REGRESSION_ATTENTION_BACKEND": "flashinfer",
         "REGRESSION_PORT": str(port),
         "REGRESSION_LEVELS": "8,32",  # c = 1 (the default) holds its window for 8 answers
-        "REGRESSION_SWEEP_ARGS": "--modes baseline,eagle3 --prompts coding",
+        # The preset's windows are GPU seconds, but a server launched by command does not tell
+        # the sweep its simulated time scale: they run in wall seconds, each 6x the preset's
+        # in model time. Half of that (12 and 3 GPU seconds) holds about 45-125 answers a point.
+        "REGRESSION_SWEEP_ARGS": "--modes baseline,eagle3 --prompts coding "
+                                 "--warmup-s 0.5 --window-s 2",
         "REGRESSION_GATE_ARGS": "--latency tpot_ms_p50,tpot_ms_p90",
         "REGRESSION_RESULTS_DIR": str(work / "results"),
         "REGRESSION_REFERENCE_ROOT": str(work / "reference"),
