@@ -3,6 +3,7 @@ a change to the analysis that moves them fails here until the docs say the new o
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -74,3 +75,24 @@ def test_the_flashinfer_equal_against_staggered_numbers_are_the_committed_run() 
         quoted = (f"{equal:,.0f} against {staggered:,.0f}",
                   f"{100 * (1 - staggered / equal):.1f}% lower")
         assert all(q in text for q in quoted), (c, quoted)
+
+
+def test_the_step_profile_numbers_are_what_explain_says_today(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # reading-results.md and validation.md quote the FlashInfer run's kernel and log ratios at
+    # c = 64 and (reading-results.md) where EAGLE-3 ties the plain server with equal caps.
+    copy = tmp_path_factory.mktemp("ends") / FLASHINFER_ENDS.name
+    shutil.copytree(FLASHINFER_ENDS, copy)
+    done = run_cli(["explain", str(copy)], cwd=copy.parent, timeout=300)
+    assert done.returncode == 0, done.stderr
+    sets = json.loads((copy / "explain.json").read_text())["prompt_sets"]
+    (equal,), (staggered,) = sets["coding-equal"]["profiles"], sets["coding-staggered"]["profiles"]
+    quoted = [f"{p[key]:.2f}" for key in ("kernel_ratio", "log_step_ratio")
+              for p in (equal, staggered)]
+    for doc in ("docs/reading-results.md", "docs/validation.md"):
+        text = " ".join((REPO / doc).read_text().split())
+        assert all(q in text for q in quoted), (doc, quoted)
+    tie = re.search(r"ties the plain server at about c = (\d+)", sets["coding-equal"]["crossing"])
+    assert tie is not None
+    reading = " ".join((REPO / "docs/reading-results.md").read_text().split())
+    assert f"EAGLE-3 ties at about c = {tie[1]} between 16 and 64" in reading

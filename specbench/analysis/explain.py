@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -39,7 +39,7 @@ import numpy as np
 
 from specbench.analysis.curves import level_stats, mean_by_level, slice_inflation
 from specbench.analysis.intervals import PairedRequests, percentile_interval, ratio_curve
-from specbench.analysis.kernels import PointProfile, TraceError, read_profiles
+from specbench.analysis.kernels import PointProfile, StepSplit, TraceError, read_profiles
 from specbench.analysis.steps import DecodeInterval, decode_log_interval, point_intervals
 from specbench.engines.argv import flag_value
 from specbench.errors import UserError
@@ -107,24 +107,23 @@ class LevelProfile:
     plain: PointProfile | None
     log_step_ratio: float | None = None  # the logs' speculative step / plain step there
 
+    def _ratio(self, ms: Callable[[StepSplit], float]) -> float | None:
+        spec = self.spec.step if self.spec else None
+        plain = self.plain.step if self.plain else None
+        if spec is None or plain is None or ms(plain) <= 0:
+            return None
+        return ms(spec) / ms(plain)
+
     @property
     def step_ratio(self) -> float | None:
         """The profile's speculative step over its plain one (slowest ranks' steps, wall)."""
-        spec = self.spec.step if self.spec else None
-        plain = self.plain.step if self.plain else None
-        if spec is None or plain is None or plain.step_ms <= 0:
-            return None
-        return spec.step_ms / plain.step_ms
+        return self._ratio(lambda split: split.step_ms)
 
     @property
     def kernel_ratio(self) -> float | None:
         """The same over the steps' GPU time (host idle left out): what compares with the logs'
         ratio, since the profiler's tracing lengthens the host's share of a step."""
-        spec = self.spec.step if self.spec else None
-        plain = self.plain.step if self.plain else None
-        if spec is None or plain is None or plain.kernel_ms <= 0:
-            return None
-        return spec.kernel_ms / plain.kernel_ms
+        return self._ratio(lambda split: split.kernel_ms)
 
 
 @dataclass(frozen=True)
