@@ -1,12 +1,13 @@
 """Which tests may run side by side (pytest-xdist) and which must run alone.
 
-CI (.ci/run) runs the suite in passes on its 2-core machine:
+CI (.ci/run) runs the suite in two passes on its 2-core machine:
 
     python3 -m pytest -q -n 3 --dist loadgroup -m "not serial"   # three workers
-    python3 -m pytest -q -m serial                                # one process, nothing beside it
+    python3 -m pytest -q -m serial                                # one process
 
-(the first split in two there: the contract tests run once SGLang's venv, installed in the
-background, is ready).
+side by side: the first in the background at idle priority, so that it gets only the CPU the
+timed second pass leaves (the contract tests run once SGLang's venv, installed in the
+background too, is ready). A test that fails in either pass runs once more, alone.
 
 A test is `serial` when what it asserts depends on the wall clock: the simulator or a fake
 server runs in real time (``--sim-time-scale``) and the test checks throughput, latency, a
