@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from specbench.results import load_run
 from tests.harness import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,3 +97,29 @@ def test_the_step_profile_numbers_are_what_explain_says_today(
     assert tie is not None
     reading = " ".join((REPO / "docs/reading-results.md").read_text().split())
     assert f"EAGLE-3 ties at about c = {tie[1]} between 16 and 64" in reading
+
+
+STRADDLE = (REPO / "results" / "gpu"
+            / "h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-straddle-agentic")
+
+
+def test_the_dynamic_servers_e_at_its_own_t_is_what_the_run_reads_today(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # validation.md and reading-results.md quote E per level and the flips at T of the H200
+    # agentic straddle run.
+    copy = tmp_path_factory.mktemp("straddle") / STRADDLE.name
+    shutil.copytree(STRADDLE, copy)
+    done = run_cli(["report", str(copy)], cwd=copy.parent, timeout=300)
+    assert done.returncode == 0, done.stderr
+    one = json.loads((copy / "analysis.json").read_text())["prompt_sets"]["agentic"]["one_server"]
+    e = {int(c): f"{value:.3f}" for c, value in one["efficiency"].items()}
+    low = min(lo for lo, _ in one["efficiency_interval"].values())
+    switches = load_run(copy).summary.query("mode == 'dynamic' and concurrency == 26")
+    flips = f"{int(switches['server_switches'].iloc[0])} flips"
+    validation = " ".join((REPO / "docs/validation.md").read_text().split())
+    quoted = [f"E {e[16]} at 16, {e[25]} at 25, {e[26]} at 26 and {e[27]} at 27",
+              f"down to {low:.3f}", flips]
+    assert all(q in validation for q in quoted), quoted
+    reading = " ".join((REPO / "docs/reading-results.md").read_text().split())
+    assert f"{flips.split()[0]} times a 12-s window" in reading
+    assert f"E {e[26]} and {e[27]}" in reading

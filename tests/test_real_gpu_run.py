@@ -559,3 +559,32 @@ def test_a_dynamic_server_at_t_1_is_a_relaunch_of_zero_step(
     finding = (copy / "report.md").read_text().split("\n\n")[1]
     assert "never draft, T = 1" in finding
     assert "what a second launch of one configuration moves, not its threshold" in finding
+
+
+def test_the_dynamic_server_holds_at_its_own_t_with_the_static_points_there(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Agentic on an H200: T = 26 chosen from 16 and 32, both static servers measured again at
+    # 25, 26 and 27 beside the dynamic one. No E there rests on an interpolation, and none is
+    # under 0.97; the dynamic server switched at T and above, and drafted below.
+    name = "h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-straddle-agentic"
+    copy = _rerun(RUNS / name, tmp_path_factory)
+    found = json.loads((copy / "analysis.json").read_text())
+    assert found["applied_threshold"] == 26
+    one = found["prompt_sets"]["agentic"]["one_server"]
+    assert set(one["efficiency"]) == {"16", "25", "26", "27"}
+    assert one["efficiency_interpolated"] == [] and one["efficiency_short"] == {}
+    assert min(one["efficiency"].values()) >= 0.97
+    assert one["efficiency"]["26"] == pytest.approx(0.983, abs=0.001)
+    assert one["efficiency_interval"]["26"] == pytest.approx([0.945, 1.021], abs=0.001)
+    summary = load_run(copy).summary
+    dynamic = summary[summary["mode"] == "dynamic"].set_index("concurrency")
+    assert dynamic.loc[25, "server_switches"] == 0 and dynamic.loc[25, "accept_length"] > 2.5
+    assert dynamic.loc[26, "server_switches"] == 40 and dynamic.loc[26, "accept_length"] < 1.3
+    # The points at T-1..T+1 moved the recommendation to 24, inside its interval.
+    assert one["threshold_batch_size"] == 24 and one["interval"] == pytest.approx([19.58, 30.76])
+
+    coding = "h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-straddle-coding"
+    one = json.loads((_rerun(RUNS / coding, tmp_path_factory) / "analysis.json").read_text())[
+        "prompt_sets"]["coding"]["one_server"]
+    assert one["threshold_batch_size"] == 1
+    assert one["efficiency"] == pytest.approx({"64": 0.979, "128": 1.035}, abs=0.001)

@@ -59,9 +59,10 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   echo "[device_call] card: $gpu"
   local M=(/tmp/models/target /tmp/models/draft)
   local common=(--plan dense --warmup-s 2 --window-s 6 --skip-zero-step-draft-extend)
-  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen (H200); fisteps, fiprof, nograph,
-  # tune (84 of 84 points; the tuned agentic server again with one drafting K, its old points
-  # dropped by lab/gpu/drop_points.py), zprof, launchk, zprofa (H100). Left: zsteps
+  # Done: main, relaunch, q0.5, arrivals, agentic2, deflen, straddle (H200; the agentic run's
+  # last point, the dynamic server at 32, left); fisteps, fiprof, nograph, tune (84 of 84
+  # points; the tuned agentic server again with one drafting K, its old points dropped by
+  # lab/gpu/drop_points.py), zprof, launchk, zprofa, ends, straddle (H100). Left: zsteps
   # (H100). The steps run in the order written here, whatever the order in STEPS.
   local default_steps="straddle ends"
   [[ $card == h200 ]] && default_steps="straddle ends"
@@ -176,6 +177,8 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
     for set in ${STRADDLE_SETS:-$default_sets}; do
       levels=64,128
       [[ $card == h200 && $set == agentic ]] && levels=16,32
+      # On an H100 the agentic run at 64,128 read zero-step as fast as EAGLE-3 at both.
+      [[ $card != h200 && $set == agentic ]] && levels=32,64
       bash lab/gpu/h200_sweep.sh "$R/$N-straddle-$set" "${M[@]}" --plan dense \
         --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
         --modes eagle3,zero-step,dynamic --prompts "$set" --concurrency "$levels" \
