@@ -75,8 +75,11 @@ def run_cli(
     )
 
 
-def sweep_args(tmp_path: Path, port: int, *extra: str, name: str = "run") -> list[str]:
-    """A fast sweep on `port` into ``tmp_path/res/<name>``; `extra` may override anything."""
+def sweep_args(tmp_path: Path, port: int, *extra: str, name: str = "run",
+               plots: bool = False) -> list[str]:
+    """A fast sweep on `port` into ``tmp_path/res/<name>``; `extra` may override anything.
+    Without `plots` it draws no figures (``--no-plots``): a sweep's figures cost ~3 s of CPU,
+    more than its points at these windows, and few tests read them."""
     return [
         "sweep",
         "--port",
@@ -86,6 +89,7 @@ def sweep_args(tmp_path: Path, port: int, *extra: str, name: str = "run") -> lis
         "--run-name",
         name,
         *FAST,
+        *(() if plots else ("--no-plots",)),
         *extra,
     ]
 
@@ -97,8 +101,10 @@ def sweep_cli(
     name: str = "run",
     timeout: float = 600,
     env: dict[str, str] | None = None,
+    plots: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    return run_cli(sweep_args(tmp_path, port, *extra, name=name), tmp_path, timeout, env)
+    return run_cli(sweep_args(tmp_path, port, *extra, name=name, plots=plots), tmp_path,
+                   timeout, env)
 
 
 def point_keys(run_dir: Path) -> list[tuple[str, str, int, int]]:

@@ -96,14 +96,17 @@ def _conclude(run_dir: Path, console: Console) -> None:
     run = results.load_run(run_dir)
     if configurations.analyzable(run.modes):
         run.analysis = analysis.write_analysis(run)
-    try:
-        plots.plot_run(run)
-    except Exception as exc:  # a figure failing must not hide the measured numbers
-        console.print(f"[yellow]warning:[/] plots failed ({exc})")
+    draw = not run.manifest.config.no_plots
+    if draw:
+        try:
+            plots.plot_run(run)
+        except Exception as exc:  # a figure failing must not hide the measured numbers
+            console.print(f"[yellow]warning:[/] plots failed ({exc})")
     sets = explained(run)  # the logs read once for both
-    report_mod.write_report(run, sets=sets)
+    report_mod.write_report(run, sets=sets, draw=draw)
     report_mod.render_terminal(run, console, sets=sets)
-    console.print(f"report: {run_dir / 'report.md'}")
+    console.print(f"report: {run_dir / 'report.md'}"
+                  + ("" if draw else f" (no figures: specbench report {run_dir} draws them)"))
 
 
 def sweep(**kwargs: Any) -> None:

@@ -129,6 +129,12 @@ class SweepConfig(Section):
     run_name: str | None = option(
         None, "run directory name", cli="--run-name", help_default="start time and a random id"
     )
+    no_plots: bool = option(
+        False,
+        "leave the figures out when the sweep ends (a headless job); specbench report RUN_DIR "
+        "draws them later",
+        cli="--no-plots",
+    )
     attach: tuple[tuple[str, str], ...] = option(
         (), "NAME=URL of a running server, repeatable", cli="--attach", parse="attach"
     )

@@ -534,12 +534,14 @@ def render_markdown(run: Run, result: Analysis | None,
     return to_markdown(report_blocks(run, result, figure_names, plot_error))
 
 
-def _figures_drawn(run: Run, result: Analysis | None) -> tuple[list[str], str | None]:
-    """The figures in <run>/plots, drawn first when missing; and why drawing failed, if it did."""
+def _figures_drawn(run: Run, result: Analysis | None,
+                   draw: bool) -> tuple[list[str], str | None]:
+    """The figures in <run>/plots, drawn first when missing (and `draw`); and why drawing
+    failed, if it did."""
     plots_dir = run.path / "plots"
     plot_error = None
     wanted = (arrivals.FIGURE,) if run.open_loop else ("throughput", "latency")
-    if not all((plots_dir / f"{name}.png").exists() for name in wanted):
+    if draw and not all((plots_dir / f"{name}.png").exists() for name in wanted):
         try:
             plot_run(run, result=result)
         except Exception as exc:  # a figure failing must not cost the user the report
@@ -548,11 +550,12 @@ def _figures_drawn(run: Run, result: Analysis | None) -> tuple[list[str], str | 
 
 
 def write_report(run: Run, result: Analysis | None = None,
-                 sets: Sequence[SetExplanation] | None = None) -> Path:
+                 sets: Sequence[SetExplanation] | None = None, draw: bool = True) -> Path:
     """Write <run>/report.md and <run>/report.html (the same blocks; the page embeds the
-    figures); figures are drawn first when <run>/plots lacks them. Returns report.md's path."""
+    figures); figures are drawn first when <run>/plots lacks them, unless `draw` is off (the
+    report then shows those already there). Returns report.md's path."""
     result = result if result is not None else current_analysis(run)
-    names, plot_error = _figures_drawn(run, result)
+    names, plot_error = _figures_drawn(run, result, draw)
     blocks = report_blocks(run, result, names, plot_error, sets)
     path = run.path / REPORT_FILE
     atomic_write(path, to_markdown(blocks))

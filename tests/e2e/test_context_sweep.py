@@ -31,7 +31,7 @@ def bucketed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = sweep_cli(tmp_path, port, "--context-lengths", "4k,12k", "--prompts", "coding,agentic",
                      "--modes", "baseline,eagle3,zero-step",
                      "--concurrency", ",".join(map(str, LEVELS)),
-                     "--sim-profile", "llama-3.1-8b-1xh200-triton")
+                     "--sim-profile", "llama-3.1-8b-1xh200-triton", plots=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert_no_process_left(port)
     return tmp_path / "res" / "run"

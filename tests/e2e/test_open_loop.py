@@ -27,7 +27,7 @@ def test_an_open_loop_sweep_reports_goodput_and_the_dynamic_server(tmp_path: Pat
                      "--slo", "ttft_ms=2000,tpot_ms=40", "--prompts", "coding",
                      "--modes", "baseline,eagle3,dynamic", "--threshold", "16",
                      "--concurrency", "64", "--sim-time-scale", "4", "--warmup-s", "1",
-                     "--window-s", "6")
+                     "--window-s", "6", plots=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = tmp_path / "res" / "run"
     summary = pd.read_parquet(run_dir / "summary.parquet")

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_default_sweep_end_to_end(tmp_path: Path, port: int) -> None:
-    proc = sweep_cli(tmp_path, port, "--concurrency", "1,8,64")
+    proc = sweep_cli(tmp_path, port, "--concurrency", "1,8,64", plots=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "res" / "run"
     run = results.load_run(run_dir)
@@ -310,3 +310,16 @@ def test_no_shell_strings_in_the_package() -> None:
         )
     ]
     assert offenders == []
+
+
+def test_a_sweep_without_plots_leaves_them_to_the_report(tmp_path: Path, port: int) -> None:
+    proc = sweep_cli(tmp_path, port, "--modes", "baseline", "--concurrency", "1")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = tmp_path / "res" / "run"
+    assert not (run_dir / "plots").exists()
+    assert "## Figures" not in (run_dir / "report.md").read_text()
+    assert f"(no figures: specbench report {run_dir} draws them)" in " ".join(proc.stdout.split())
+    done = run_cli(["report", str(run_dir)], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (run_dir / "plots" / "throughput.png").exists()
+    assert "(plots/throughput.png)" in (run_dir / "report.md").read_text()
