@@ -274,7 +274,7 @@ def test_planted_step_slowdown_is_reported_within_two_points(tmp_path: Path) -> 
         proc = run_cli(["sweep", "--sim-time-scale", "2", "--prompts", "coding", "--modes",
                         "baseline", "--concurrency", "4,32", "--results-dir",
                         str(tmp_path / "res"), "--run-name", name, "--port", str(free_port()),
-                        *extra], tmp_path)
+                        "--no-plots", *extra], tmp_path)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
         runs.append(tmp_path / "res" / name)
     c = compare_mod.compare_dirs(runs)

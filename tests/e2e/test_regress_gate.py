@@ -67,7 +67,7 @@ def rewrite_profile(target: Path, step_factor: float = 1.0, alpha_factor: float 
 
 def sweep(results: Path, name: str, *extra: str) -> Path:
     proc = run_cli(["sweep", *REDUCED, "--results-dir", str(results), "--run-name", name,
-                    "--port", str(free_port()), *extra], cwd=results.parent)
+                    "--port", str(free_port()), "--no-plots", *extra], cwd=results.parent)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return results / name
 

@@ -66,6 +66,7 @@ def _run_sweep(out: Path, time_scale: float) -> Path:
         "-m",
         "specbench",
         "sweep",
+        "--no-plots",
         "--results-dir",
         str(out),
         "--run-name",
