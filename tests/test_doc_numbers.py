@@ -67,6 +67,15 @@ def test_the_equal_against_staggered_numbers_are_the_committed_runs() -> None:
 FLASHINFER_ENDS = REPO / "results" / "gpu" / "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-ends"
 
 
+def _on_a_copy(run: Path, command: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of a committed run after `specbench COMMAND` on it (the run itself stays as is)."""
+    copy = tmp_path_factory.mktemp(command) / run.name
+    shutil.copytree(run, copy)
+    done = run_cli([command, str(copy)], cwd=copy.parent, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return copy
+
+
 def test_the_flashinfer_equal_against_staggered_numbers_are_the_committed_run() -> None:
     rows = pd.read_parquet(FLASHINFER_ENDS / "summary.parquet")
     base = rows[rows["mode"] == "baseline"].set_index(["prompt_set", "concurrency"])["output_tok_s"]
@@ -82,10 +91,7 @@ def test_the_step_profile_numbers_are_what_explain_says_today(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     # reading-results.md and validation.md quote the FlashInfer run's kernel and log ratios at
     # c = 64 and (reading-results.md) where EAGLE-3 ties the plain server with equal caps.
-    copy = tmp_path_factory.mktemp("ends") / FLASHINFER_ENDS.name
-    shutil.copytree(FLASHINFER_ENDS, copy)
-    done = run_cli(["explain", str(copy)], cwd=copy.parent, timeout=300)
-    assert done.returncode == 0, done.stderr
+    copy = _on_a_copy(FLASHINFER_ENDS, "explain", tmp_path_factory)
     sets = json.loads((copy / "explain.json").read_text())["prompt_sets"]
     (equal,), (staggered,) = sets["coding-equal"]["profiles"], sets["coding-staggered"]["profiles"]
     quoted = [f"{p[key]:.2f}" for key in ("kernel_ratio", "log_step_ratio")
@@ -107,10 +113,7 @@ def test_the_dynamic_servers_e_at_its_own_t_is_what_the_run_reads_today(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     # validation.md and reading-results.md quote E per level and the flips at T of the H200
     # agentic straddle run.
-    copy = tmp_path_factory.mktemp("straddle") / STRADDLE.name
-    shutil.copytree(STRADDLE, copy)
-    done = run_cli(["report", str(copy)], cwd=copy.parent, timeout=300)
-    assert done.returncode == 0, done.stderr
+    copy = _on_a_copy(STRADDLE, "report", tmp_path_factory)
     one = json.loads((copy / "analysis.json").read_text())["prompt_sets"]["agentic"]["one_server"]
     e = {int(c): f"{value:.3f}" for c, value in one["efficiency"].items()}
     low = min(lo for lo, _ in one["efficiency_interval"].values())
