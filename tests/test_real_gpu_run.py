@@ -44,6 +44,12 @@ def _rerun(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
+def _one_server(copy: Path, prompt_set: str) -> dict[str, Any]:
+    """A re-run copy's one-server decision for `prompt_set`, as analysis.json holds it."""
+    found = json.loads((copy / "analysis.json").read_text())
+    return dict(found["prompt_sets"][prompt_set]["one_server"])
+
+
 @pytest.fixture(scope="module")
 def rerun(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _rerun(RUN, tmp_path_factory)
@@ -552,7 +558,7 @@ def test_a_dynamic_server_at_t_1_is_a_relaunch_of_zero_step(
     servers = RUNS / name / "servers"
     assert (json.loads((servers / "dynamic.adaptive.json").read_text())
             == json.loads((servers / "zero-step.adaptive.json").read_text()))
-    one = json.loads((copy / "analysis.json").read_text())["prompt_sets"]["agentic"]["one_server"]
+    one = _one_server(copy, "agentic")
     assert one["threshold_batch_size"] == 1 and one["outcome"] == "eagle3_never_wins"
     assert one["efficiency"]["64"] < 0.97 and one["efficiency_interval"]["64"][1] < 1.0
     assert one["efficiency_interval"]["128"][0] < 1.0 < one["efficiency_interval"]["128"][1]
@@ -568,9 +574,8 @@ def test_the_dynamic_server_holds_at_its_own_t_with_the_static_points_there(
     # under 0.97; the dynamic server switched at T and above, and drafted below.
     name = "h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-straddle-agentic"
     copy = _rerun(RUNS / name, tmp_path_factory)
-    found = json.loads((copy / "analysis.json").read_text())
-    assert found["applied_threshold"] == 26
-    one = found["prompt_sets"]["agentic"]["one_server"]
+    assert json.loads((copy / "analysis.json").read_text())["applied_threshold"] == 26
+    one = _one_server(copy, "agentic")
     assert set(one["efficiency"]) == {"16", "25", "26", "27"}
     assert one["efficiency_interpolated"] == [] and one["efficiency_short"] == {}
     assert min(one["efficiency"].values()) >= 0.97
@@ -584,7 +589,6 @@ def test_the_dynamic_server_holds_at_its_own_t_with_the_static_points_there(
     assert one["threshold_batch_size"] == 24 and one["interval"] == pytest.approx([19.58, 30.76])
 
     coding = "h200-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-straddle-coding"
-    one = json.loads((_rerun(RUNS / coding, tmp_path_factory) / "analysis.json").read_text())[
-        "prompt_sets"]["coding"]["one_server"]
+    one = _one_server(_rerun(RUNS / coding, tmp_path_factory), "coding")
     assert one["threshold_batch_size"] == 1
     assert one["efficiency"] == pytest.approx({"64": 0.979, "128": 1.035}, abs=0.001)
