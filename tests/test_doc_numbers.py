@@ -126,3 +126,29 @@ def test_the_dynamic_servers_e_at_its_own_t_is_what_the_run_reads_today(
     reading = " ".join((REPO / "docs/reading-results.md").read_text().split())
     assert f"{flips.split()[0]} times a 12-s window" in reading
     assert f"E {e[26]} and {e[27]}" in reading
+
+
+TUNED = (REPO / "results" / "gpu"
+         / "h100-sglang-0.5.17-llama8b-shape-q0.3-flashinfer-tuned-agentic")
+
+
+def test_the_tuned_servers_e_beside_its_static_points_is_what_the_run_reads_today(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # validation.md quotes the tuned agentic server's E per level, its intervals and its ratio
+    # to EAGLE-3, from the H100 run that measured both static servers beside it.
+    copy = _on_a_copy(TUNED, "report", tmp_path_factory)
+    schedule = json.loads((copy / "analysis.json").read_text())["prompt_sets"]["agentic"][
+        "schedule"]
+    assert schedule["applied_slots"] == {"1": 3}
+    e, band = schedule["efficiency"], schedule["efficiency_interval"]
+    tok_s = load_run(copy).summary.set_index(["mode", "concurrency"])["output_tok_s"]
+    vs_eagle3 = {c: tok_s[("tuned", c)] / tok_s[("eagle3", c)] for c in (16, 64)}
+    # It ran what EAGLE-3 ran at both levels; under 0.97 only where zero-step led EAGLE-3.
+    assert min(vs_eagle3.values()) >= 0.97
+    assert tok_s[("zero-step", 64)] > tok_s[("eagle3", 64)] and e["64"] < 0.97 <= e["16"]
+    validation = " ".join((REPO / "docs/validation.md").read_text().split())
+    quoted = [f"E {e['16']:.3f} at 16 and {e['64']:.3f} at 64",
+              f"95% intervals {band['16'][0]:.3f}-{band['16'][1]:.3f} and "
+              f"{band['64'][0]:.3f}-{band['64'][1]:.3f}",
+              f"read {vs_eagle3[64]:.3f} of EAGLE-3's tok/s there ({vs_eagle3[16]:.3f} at 16)"]
+    assert all(q in validation for q in quoted), quoted

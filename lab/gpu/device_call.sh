@@ -62,8 +62,9 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   # Done: main, relaunch, q0.5, arrivals, agentic2, deflen, straddle (H200; the agentic run's
   # last point, the dynamic server at 32, left); fisteps, fiprof, nograph, tune (84 of 84
   # points; the tuned agentic server again with one drafting K, its old points dropped by
-  # lab/gpu/drop_points.py), zprof, launchk, zprofa, ends, straddle (H100). Left: zsteps
-  # (H100). The steps run in the order written here, whatever the order in STEPS.
+  # lab/gpu/drop_points.py), zprof, launchk, zprofa, ends, straddle (H100), tuned (H100).
+  # Left: zsteps (H100), straddle2 (the coding crossing inside the grid, either card). The
+  # steps run in the order written here, whatever the order in STEPS.
   local default_steps="straddle ends"
   [[ $card == h200 ]] && default_steps="straddle ends"
   local steps=" ${STEPS:-$default_steps} "
@@ -165,6 +166,24 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
       --concurrency "${ENDS_LEVELS:-16,64}" --server-arg "--decode-log-interval 1" \
       ${ENDS_PROFILE---profile-steps 64}
   fi
+  # 9b. The coding crossing inside the grid, one launch each: the H200 straddle run at 64,128
+  #     read zero-step as fast as EAGLE-3 already at 64 (the main run: c* 82), so 32,64,128
+  #     there; on an H100 EAGLE-3 led zero-step up to 128 (the tune run), so 128,250.
+  if [[ $steps == *" straddle2 "* ]]; then
+    local coding_run=$N-straddle-coding2 coding_levels=32,64,128
+    [[ $card != h200 ]] && coding_run=$N-straddle-coding coding_levels=128,250
+    # EAGLE-3 with 250 running requests outgrew FlashInfer's 384-MiB workspace in its graph
+    # capture on an H100 (asked for 562 MiB): 1 GiB.
+    SGLANG_FLASHINFER_WORKSPACE_SIZE=1073741824 bash lab/gpu/h200_sweep.sh "$R/$coding_run" "${M[@]}" --plan dense --warmup-s 2 \
+      --window-s 12 --skip-zero-step-draft-extend --modes eagle3,zero-step,dynamic \
+      --prompts coding --concurrency "$coding_levels" --straddle-rounds 1 \
+      --server-arg "--decode-log-interval 1"
+  fi
+  # 9c. The tuned agentic server (the H100 tune run's schedule: K = 3 from batch size 1) beside
+  #     both static servers at 16 and 64, one launch each, 12-s windows: its E paired by request.
+  [[ $steps == *" tuned "* ]] && bash lab/gpu/h200_sweep.sh "$R/$N-tuned-agentic" "${M[@]}" \
+    --plan dense --warmup-s 2 --window-s 12 --skip-zero-step-draft-extend \
+    --modes eagle3,zero-step,tuned --schedule 1:3 --prompts agentic --concurrency 16,64
   # 10. The dynamic server where it decides: EAGLE-3 and zero-step at the grid, T chosen from
   #    them, then both static servers at T-1, T, T+1 beside the dynamic one (one step a log
   #    line, for the switches and step times around T). Where the crossing lies on an H100:

@@ -252,9 +252,12 @@ def _steps_by_accept(run: Run, prompt_set: str, names: dict[int, str],
 
 
 def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> Schedule | None:
-    """The schedule entry of analysis.json for one prompt set; None without several K."""
+    """The schedule entry of analysis.json for one prompt set; None without several K, unless
+    a tuned server (its slots given with `--schedule`) was measured beside one K and zero-step:
+    its efficiency is still read against them."""
     names = k_curves(run, prompt_set)
-    if sum(k > 0 for k in names) < 2:
+    tuned_measured = bool(mean_by_level(run.summary, TUNED, prompt_set, "output_tok_s"))
+    if sum(k > 0 for k in names) < 2 and not (tuned_measured and names):
         return None
     summary = run.summary
     curves = {k: mean_by_level(summary, name, prompt_set, "output_tok_s")

@@ -146,6 +146,19 @@ FAILURE_RULES: tuple[FailureRule, ...] = (
         "Capture prefill CUDA graph failed",
     ),
     _rule(
+        # FlashInfer's workspace is a fixed buffer (SGLang's default 384 MiB), not part of
+        # --mem-fraction-static: a verify of many requests x draft tokens can outgrow it while
+        # the decode graphs are captured, and lowering the memory fraction does not help.
+        "flashinfer_workspace",
+        r"(?P<detail>Buffer overflow when allocating memory for \S+ with size (?P<size>\d+)"
+        r".*only (?P<available>\d+) bytes available)",
+        "FlashInfer's workspace buffer is too small for the largest captured batch "
+        "(asked for {size} bytes, {available} available)",
+        "export SGLANG_FLASHINFER_WORKSPACE_SIZE=<bytes above the size asked for, e.g. "
+        "1073741824> before specbench starts the server, or lower --max-running-requests "
+        "(the largest level) or --cuda-graph-max-bs-decode",
+    ),
+    _rule(
         "cuda_graph_capture",
         r"Capture cuda graph failed: ?(?P<detail>.*)$",
         "CUDA graph capture failed ({detail})",
@@ -260,9 +273,9 @@ def diagnose_failure(log_text: str) -> Diagnosis | None:
         groups = match.groupdict()
         detail = _short(groups.get("detail") or "")
         cause = _exception_after(text, match.end())
-        summary = rule.summary.format(
-            detail=detail or "no detail", exception=f" ({cause})" if cause else ""
-        )
+        summary = rule.summary.format(**{
+            **groups, "detail": detail or "no detail", "exception": f" ({cause})" if cause else ""
+        })
         if "{detail}" in rule.summary and not detail:
             summary = summary.replace(" (no detail)", "")
         line_start = text.rfind("\n", 0, match.start()) + 1

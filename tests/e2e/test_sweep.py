@@ -117,8 +117,8 @@ def test_a_sweep_without_a_baseline_sets_the_dynamic_server_by_its_one_server_th
 def test_a_given_schedule_is_measured_as_the_tuned_server(tmp_path: Path, port: int) -> None:
     # `--schedule 0:5,1:3`: no static curves to tune from; the server launches at the largest K
     # (a slot no batch reaches holds it) and runs K = 3 from batch size 1, as its JSON says.
-    proc = sweep_cli(tmp_path, port, "--modes", "eagle3,tuned", "--schedule", "0:5,1:3",
-                     "--prompts", "coding", "--concurrency", "1,16")
+    proc = sweep_cli(tmp_path, port, "--modes", "eagle3,zero-step,tuned", "--schedule",
+                     "0:5,1:3", "--prompts", "coding", "--concurrency", "1,16")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = results.load_run(tmp_path / "res" / "run")
     assert run.manifest.tuned == {"coding": {"0": 5, "1": 3}}
@@ -128,6 +128,15 @@ def test_a_given_schedule_is_measured_as_the_tuned_server(tmp_path: Path, port: 
     assert "--speculative-num-steps 5 " in log.splitlines()[0]
     accept = run.summary.set_index(["mode", "concurrency"])["accept_length"]
     assert accept[("tuned", 16)] == pytest.approx(accept[("eagle3", 16)], rel=0.05)
+    # one drafting K and zero-step are enough to read the given schedule's server against: its
+    # E per level (paired by request) with a 95% interval
+    found = json.loads((run.path / "analysis.json").read_text())["prompt_sets"]["coding"]
+    schedule = found["schedule"]
+    assert schedule["applied_slots"] == {"0": 5, "1": 3}
+    assert set(schedule["efficiency"]) == set(schedule["efficiency_interval"]) == {"1", "16"}
+    for c, (low, high) in schedule["efficiency_interval"].items():
+        assert low <= schedule["efficiency"][c] <= high, (c, schedule)
+    assert "E tuned" in (run.path / "report.md").read_text()
     planned = sweep_cli(tmp_path, port, "--modes", "tuned", "--schedule", "0:5,1:3",
                         "--dry-run", name="dry")
     assert 'adaptive config (given): {"0": {"candidate_steps": [5]}, "1": ' in planned.stdout
