@@ -1,8 +1,8 @@
 """Run-to-run noise of the CI regression job, measured the way CI measures it.
 
 Why: `specbench regress` fails on a throughput drop beyond ``Thresholds.fail_pct``. That number
-is only safe when the gate's own noise is well below it (regression-statistics.md: a gate whose
-noise CV exceeds about half its threshold misfires often). This script repeats the CI-preset
+is only safe when the gate's own noise is well below it (a gate whose noise CV exceeds about
+half its threshold misfires often). This script repeats the CI-preset
 sweep N times on this machine, compares each run with one reference (exit codes must all be 0),
 and prints the per-point and per-group (geometric mean) spread that thresholds are chosen from.
 

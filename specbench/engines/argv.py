@@ -1,7 +1,7 @@
 """The one argv builder: SGLang 0.5.23 flags for each server configuration.
 
 The same list launches real SGLang and the simulator, so what the simulator is tested with is
-exactly what a GPU run would get. Spelling facts (shared/reference/sglang-0.5.23.md):
+exactly what a GPU run would get. Spelling facts (SGLang 0.5.23's server arguments):
 - `--max-running-requests` is always explicit and equal across modes; SGLang silently sets 48
   for speculative servers otherwise.
 - `--speculative-num-draft-tokens` is K+1 with topk 1 (SGLang forces it anyway); a tree

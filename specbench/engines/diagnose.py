@@ -2,8 +2,8 @@
 
 When a server dies during start-up the user gets what happened, what to do, the log path and
 the last log lines instead of a 400-line traceback. The patterns are SGLang 0.5.23's own
-failure lines (shared/reference/sglang-0.5.23.md §3 "Failure messages to match"); the contract
-tests check that each `sglang_text` still occurs in the installed wheel.
+failure lines (and a few from the libraries it loads); the contract tests check that each
+`sglang_text` still occurs in the installed wheel.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Server subprocess lifecycle: port pre-check, launch, readiness, log capture, stop.
 
-Facts this follows (shared/reference/sglang-0.5.23.md §3):
+Facts this follows (SGLang 0.5.23's HTTP server and launcher):
 - SGLang binds its HTTP port only after loading the model, so a port conflict would show up
   minutes late: the port is checked before launch.
 - Readiness is `GET /ready` (200 only once the warmup request succeeded); `/model_info`

@@ -97,7 +97,7 @@ def effective_threshold(threshold: int, cuda_graph_bs: Sequence[int] | None) -> 
     SGLang 0.5.23 pads the batch size up to the next ``--cuda-graph-bs-decode`` entry before
     it picks the adaptive slot, so with a capture list the switch happens at
     ``max{c in list : c < T} + 1`` (or 1 if none). Without the flag it routes by the exact
-    batch size (reference §2 "Routing a batch to a slot").
+    batch size, to the largest slot key at or below it.
     """
     if not cuda_graph_bs:
         return threshold

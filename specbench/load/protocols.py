@@ -10,7 +10,7 @@ Token timing never comes from counting chunks: under speculative decoding one ch
 several tokens. Every body asks the server for a cumulative count in each chunk (OpenAI
 routes: ``stream_options.continuous_usage_stats``; ``/generate``: ``meta_info.completion_tokens``
 is cumulative by design), and the parser turns the stream into (arrival time, cumulative
-tokens) points. Stream formats are SGLang 0.5.23's (shared/reference/sglang-0.5.23.md §4).
+tokens) points. Stream formats are SGLang 0.5.23's; the contract tests parse its own streams.
 
 The parsers work on what the runner recorded on its hot path, the raw network reads and the
 monotonic time each arrived, and run after the request (or the whole point) is over, so the

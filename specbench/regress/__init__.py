@@ -5,7 +5,7 @@
 are read only through :func:`specbench.results.load_run`; a committed reference may keep only
 ``manifest.json`` and ``summary.parquet``, so nothing here needs per-request rows.
 
-How "regressed" is decided (shared/reference/regression-statistics.md, the asv / HUD pattern):
+How "regressed" is decided (the asv / HUD pattern: an effect size and a significance test):
 
 * Points are matched on (mode, prompt set, concurrency); repeats of a point are pooled.
 * Per point, the throughput ratio is median(candidate) / median(reference) of output tok/s.

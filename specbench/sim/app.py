@@ -7,8 +7,8 @@ the server status, fault planning) and serves the endpoints a harness polls: `/r
 `/sim/ground_truth`. Generation lives in openai_api.py and native_api.py, which create
 requests through :meth:`SimServer.new_request`, which applies SGLang's length and sampling
 checks (validation.py). `--api-key` / `--admin-api-key` are checked as SGLang does (auth.py).
-JSON shapes follow SGLang 0.5.23 (shared/reference/sglang-0.5.23.md §3-§4 and its
-corrections); `sim_*` keys in `/server_info` are extensions. Times the server reports
+JSON shapes follow SGLang 0.5.23's HTTP server (the contract tests compare them with its
+own); `sim_*` keys in `/server_info` are extensions. Times the server reports
 (e2e_latency, histograms, gen throughput) are model time.
 """
 

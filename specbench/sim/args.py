@@ -2,7 +2,7 @@
 
 The simulator must accept exactly the argv that specbench builds for real SGLang and fail the
 same way on the same mistakes, so the parser copies SGLang's behaviour where a harness can
-trip over it (shared/reference/sglang-0.5.23.md §1-§2):
+trip over it:
 
 * argparse with prefix abbreviations on, so ``--cuda-graph-max-bs`` is an *ambiguous option*
   (exit 2) because ``--cuda-graph-max-bs-decode`` and ``--cuda-graph-max-bs-prefill`` exist;

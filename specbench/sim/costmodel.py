@@ -2,8 +2,7 @@
 
 The simulated SGLang server needs to know how long each forward pass would take on real
 hardware, so that its throughput curves (and the concurrency at which EAGLE-3 stops paying
-off) follow from physics rather than from a number written into the simulator. The model is
-the one in shared/reference/speculation-under-load.md §4.1:
+off) follow from physics rather than from a number written into the simulator. The model:
 
 * linear layers are a soft roofline in tokens per forward pass:
   ``T_lin(N) = (t_mem^p + (t_c0 + N/R)^p)^(1/p)``: flat while weight reads dominate, then
@@ -36,12 +35,12 @@ the one in shared/reference/speculation-under-load.md §4.1:
   (K-1) one-token draft steps + K draft attentions + per-draft-step launch cost + a speculative
   overhead that grows with the batch; a zero-step step (dynamic mode above its threshold) is a
   one-token verify plus a draft extend, *not* a plain decode, as in SGLang 0.5.23;
-* a mixture-of-experts target (profile section ``[target_moe]``, §4.2) reads the experts its
+* a mixture-of-experts target (profile section ``[target_moe]``) reads the experts its
   tokens route to, ``E_act(N) = E·(1 − (1 − k/E)^N)`` per layer, plus a fixed per-forward cost
   (launches and collectives over the GPUs) that dominates at small batch.
 
 Everything is a pure function of a :class:`Profile`, so tests can check it against the
-measured table (§4.3) and the lead can print tok/s curves without starting a server.
+measured table and the lead can print tok/s curves without starting a server.
 
 Where the parts are: the layer models (linear, MoE, attention) in :mod:`specbench.sim.layercost`;
 a profile's tables and their loading from TOML in :mod:`specbench.sim.profile`; here, the sum

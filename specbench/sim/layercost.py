@@ -3,7 +3,7 @@
 * :class:`LinearModel`: the linear layers (plus lm_head) of a dense model as a soft roofline in
   tokens per forward pass, flat while weight reads dominate, then ``1/R`` per token;
 * :class:`MoeLinearModel`: the linear layers of a mixture-of-experts model sharded over several
-  GPUs, reading the experts its tokens route to, plus a fixed cost per forward (§4.2);
+  GPUs, reading the experts its tokens route to, plus a fixed cost per forward;
 * :class:`AttentionModel`: attention reading the KV cache during a decode or verify (bandwidth,
   plus one request's serial walk where the kernel cannot fill the GPU), and its FLOPs during
   a prefill.
@@ -39,7 +39,7 @@ class LinearModel:
 
 @dataclass(frozen=True)
 class MoeLinearModel:
-    """Linear layers of a mixture-of-experts model sharded over several GPUs (§4.2).
+    """Linear layers of a mixture-of-experts model sharded over several GPUs.
 
     A step over N tokens reads the non-expert weights plus every expert that at least one
     token routes to: with uniform routing over E experts, top-k per token, the distinct

@@ -1,7 +1,7 @@
 """`/metrics`: SGLang 0.5.23's Prometheus exposition, plus three simulator counters.
 
 The metric names, labels, help texts and value formatting copy SGLang's, because specbench's
-metrics scraper parses them (shared/reference/sglang-0.5.23.md §4). The metrics are a table
+metrics scraper parses them (SGLang 0.5.23's collector). The metrics are a table
 (:data:`METRICS`) of name, type, help and how to read the value from the scheduler; the
 latency histograms are folded in from the scheduler's samples at each scrape.
 
