@@ -189,7 +189,9 @@ plan() {  # the runs, in priority order; each resumes what an earlier call left
   #    line, for the switches and step times around T). Where the crossing lies on an H100:
   #    agentic between 64 and 128 (the tune run: c* 118), coding above 128; on an H200 coding
   #    between 64 and 128 (c* 82), agentic between 16 and 32 (c* 22).
-  if [[ $steps == *" straddle "* ]]; then
+  # STRADDLE_CARD (h100 or h200) runs this step only on that card: a resumed run is the card's.
+  if [[ $steps == *" straddle "* && ( -z ${STRADDLE_CARD:-} || $card == "${STRADDLE_CARD:-}" ) ]]
+  then
     # STRADDLE_SETS picks the sets (default: those whose crossing lies inside the grid).
     local set levels default_sets=agentic
     [[ $card == h200 ]] && default_sets="coding agentic"
@@ -226,7 +228,8 @@ if [ ! -f "$S/started" ]; then
     export PYTHONPATH="$S:$PYTHONPATH" MPLBACKEND=Agg PYTHONUNBUFFERED=1
     note="Constructed Llama-3.1-8B-shaped target + EAGLE-3 draft, per-token draft acceptance $(python3 -c "print(1-${Q:-0.3})"), built by the device kit's build_constructed_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
     [[ ${MODELS:-} == random ]] && note="Random-weight Llama target (hidden 2048, 16 layers) and EAGLE-3 draft, built by the device kit's build_random_models.py; ${ATTENTION_BACKEND:-flashinfer} attention, PyTorch sampling."
-    export KIT STEPS ENDS_MODES ENDS_WINDOW_S ENDS_PROFILE ENDS_LEVELS STRADDLE_ROUNDS STRADDLE_SETS MODELS MODELS_NOTE="$note"
+    export KIT STEPS ENDS_MODES ENDS_WINDOW_S ENDS_PROFILE ENDS_LEVELS STRADDLE_ROUNDS STRADDLE_SETS
+    export STRADDLE_CARD MODELS MODELS_NOTE="$note"
     touch "$S/started"
     echo "[device_call] setup done; the runs start"
     setsid nohup bash -c "$(declare -f profiled plan); cd $S; plan; echo '[device_call] all runs done'" \
