@@ -113,8 +113,10 @@ _TOKEN_POOL_SIZE = 1 << 16
 _rng = random.Random(20261129)
 _TOKEN_POOL: tuple[int, ...] = tuple(_rng.randrange(len(_VOCAB)) for _ in range(_TOKEN_POOL_SIZE))
 _TEXT_POOL: tuple[str, ...] = tuple(_VOCAB[i] for i in _TOKEN_POOL)
-# The same pieces already escaped for a JSON string, so streams need no json.dumps per chunk.
-_JSON_POOL: tuple[str, ...] = tuple(json.dumps(_VOCAB[i])[1:-1] for i in _TOKEN_POOL)
+# The same pieces already escaped for a JSON string, so streams need no json.dumps per chunk
+# (escaped once per word: every simulated server builds these pools at start-up).
+_JSON_VOCAB: tuple[str, ...] = tuple(json.dumps(word)[1:-1] for word in _VOCAB)
+_JSON_POOL: tuple[str, ...] = tuple(_JSON_VOCAB[i] for i in _TOKEN_POOL)
 TOKEN_ID_BASE = 1000  # filler token i has id TOKEN_ID_BASE + vocabulary index
 del _rng
 
