@@ -74,7 +74,7 @@ ISSUE_ROUNDS, ISSUE_WARMUP_S, ISSUE_WINDOW_S = (4, 12), 4.0, 20.0
 TEST_ROUNDS, TEST_WARMUP_S, TEST_WINDOW_S = (1, 3), 1.0, 8.0
 # Prompts per user at least: no run of either client may send a prompt twice, since a repeat
 # hits the prefix cache (flushed only before a run or point) and prefills faster. specbench's
-# point at 250 sends about four and a half rounds (warmup, two cycles of window, the close).
+# point at 250 sends up to four rounds (its warmup's, two in its window, those cut at the close).
 MIN_ROUNDS_OF_PROMPTS = 6
 TIME_SCALE = 0.5  # half speed: see the module docstring
 
