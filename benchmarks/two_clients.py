@@ -11,7 +11,7 @@ ignored), and two clients one after the other:
 - ``specbench sweep --engine attach``, one baseline point per level (4-s warmup, 20-s window).
 
 The work is done by tests/engines/test_two_clients.py (its ``compare``), which asserts the
-same agreement within 3% with shorter runs (``--rounds 2,6 --warmup-s 1 --window-s 8``); this
+same agreement within 3% with shorter runs (``--rounds 1,4 --warmup-s 1 --window-s 8``); this
 prints the table to quote. The simulator and the sweep run this checkout's code.
 
 Measured (the shared 2-core machine, 208 s), SGLang / specbench tok/s:
@@ -22,7 +22,7 @@ window closed at window_s as before (this script on the code before): 2,402 / 2,
 Usage::
 
     python benchmarks/two_clients.py                       # c = 16, 64, 250 as issue 58 did
-    python benchmarks/two_clients.py --rounds 2,6 --warmup-s 1 --window-s 8   # as the test
+    python benchmarks/two_clients.py --rounds 1,4 --warmup-s 1 --window-s 8   # as the test
 """
 
 from __future__ import annotations

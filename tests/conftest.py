@@ -117,10 +117,10 @@ SERIAL_TESTS = {
 
 # Single tests in otherwise serial files that time nothing ("file::test", any parameters): a
 # refusal, a dry run, a pure function, a server's self-description. They run on the workers.
+# (e2e/test_regress_gate.py::test_mismatched_levels_are_refused times nothing, but stays
+# serial: it reads the reference sweep of the file's timed tests, a module fixture that a worker
+# would sweep a second time.)
 PARALLEL_TESTS = {
-    # the gate's refusal of a candidate missing levels: exit 2 and the list (its reference sweep,
-    # the file's module fixture, runs on the worker that takes this test)
-    "e2e/test_regress_gate.py::test_mismatched_levels_are_refused",
     # the job's plan and commands, printed by --dry-run: nothing is launched
     "e2e/test_gpu_regression_job.py::test_the_jobs_plan_with_its_defaults",
     "e2e/test_gpu_regression_job.py::test_servers_the_job_started_are_attached",

@@ -30,7 +30,8 @@ TUNE = ["--prompts", "coding", "--concurrency", "1,4,16"]
 
 def _tune(tmp_path: Path, port: int, name: str, *extra: str) -> Path:
     proc = run_cli(["tune", "--port", str(port), "--results-dir", str(tmp_path / "res"),
-                    "--run-name", name, *FAST, *TUNE, *extra], tmp_path, timeout=600)
+                    "--run-name", name, *FAST, *TUNE, "--no-plots", *extra], tmp_path,
+                   timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Traceback" not in proc.stdout + proc.stderr
     return tmp_path / "res" / name

@@ -28,7 +28,7 @@ def _sweep(tmp_path: Path, url: str, users: int, *extra: str) -> tuple[int, str,
         ["sweep", "--engine", "attach", "--attach", f"baseline={url}", "--modes", "baseline",
          "--prompts", "coding", "--concurrency", str(users), "--results-dir",
          str(tmp_path / "res"), "--run-name", "run", "--warmup-s", "0.5", "--window-s",
-         str(WINDOW_S), "--request-timeout-s", "30", *extra],
+         str(WINDOW_S), "--request-timeout-s", "30", "--no-plots", *extra],
         cwd=tmp_path, timeout=LIMIT_S,
     )
     return proc.returncode, proc.stdout, proc.stderr
