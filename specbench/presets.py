@@ -34,18 +34,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # The CI regression job: levels bracketing the simulated decisions (coding c* 35
     # and T 87, agentic T 13; results/reference/README.md), fixed seeds, 4x real time so one
-    # sweep takes about three minutes on a 2-core runner (172 s; when chosen 157 s, 3x 206 s) while
+    # sweep takes about two and a half minutes on a 2-core runner (157 s; 3x took 206 s) while
     # the client stays well below the client_bound flag (client and server 33% of one core).
     # 250 is left out: it costs the most warmup and the client is the bottleneck there. A
     # fixed threshold: an auto one moves between identical runs where the ratio is flat near a
     # crossing, flipping the dynamic server at a level between drafting and not; 24 sits
-    # between grid levels, so every grid level is cleanly on one side of it. No EAGLE-3 and
-    # zero-step points at T-1, T, T+1: the gate does not judge points there (the dynamic
-    # server's running batch straddles the switch), and they were a fifth of the sweep.
+    # between grid levels, so every grid level is cleanly on one side of it.
     "ci": {
         "concurrency": [8, 16, 32, 64, 128],
         "threshold": 24,
-        "straddle_rounds": 0,
         "load": {"warmup_s": 1.0, "warmup_max_s": 20.0, "window_s": 4.0, "seed": 0},
         "sim": {"seed": 0, "time_scale": 4.0},
     },
