@@ -30,7 +30,9 @@ CONTEXT_RUN = RUNS / "h200-sglang-0.5.17-llama8b-shape-q0.3-context"
 DERIVED = ("analysis.json", "report.md", "report.html", "plots")
 
 
-def _rerun(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _rerun(run: Path, tmp_path_factory: pytest.TempPathFactory, *, draw: bool = False) -> Path:
+    """A copy of a committed run with its analysis and report made again by `specbench report`
+    (figures too with `draw`: the tests read the numbers, and drawing is most of the CPU)."""
     copy = tmp_path_factory.mktemp("gpu") / run.name
     shutil.copytree(run, copy)
     for name in DERIVED:
@@ -39,7 +41,8 @@ def _rerun(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
-    done = run_cli(["report", str(copy)], cwd=copy.parent, timeout=300)
+    done = run_cli(["report", str(copy), *([] if draw else ["--no-plots"])], cwd=copy.parent,
+                   timeout=300)
     assert done.returncode == 0, done.stderr
     return copy
 
@@ -52,7 +55,7 @@ def _one_server(copy: Path, prompt_set: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def rerun(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _rerun(RUN, tmp_path_factory)
+    return _rerun(RUN, tmp_path_factory, draw=True)
 
 
 def test_the_run_names_its_hardware_and_sglang() -> None:
@@ -200,6 +203,7 @@ def test_a_run_without_a_baseline_reports_its_missing_grid_in_one_line(
 def test_the_other_real_runs_report(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     copy = _rerun(RUNS / name, tmp_path_factory)
     assert (copy / "report.md").read_text().strip()
+    assert not (copy / "plots").exists()  # report --no-plots draws nothing
 
 
 REPEATS = RUNS / "h200-sglang-0.5.17-llama8b-shape-q0.3-agentic-repeats"

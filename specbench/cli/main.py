@@ -52,12 +52,11 @@ def _run_sweep(
     **values: Any,
 ) -> None:
     """Launch the servers, sweep concurrency, and leave a complete run directory."""
-    from specbench.run import execute, plan, rundir
-    from specbench.run import sweep as sweep_mod
-
     cli_values = guard(lambda: cli_layer(values))
     chosen = preset or ("quick" if quick else None)
     if resume is not None:
+        from specbench.run import rundir
+
         cfg = guard(
             lambda: rundir.resume_config(
                 resume, cli_values, preset=chosen, config_file=config_file
@@ -69,6 +68,11 @@ def _run_sweep(
                 cli_values, preset=chosen, config_file=config_file, base=base
             )
         )
+    # Imported once the options are known good: a refused option costs no pandas or aiohttp
+    # import (about 0.9 s of CPU).
+    from specbench.run import execute, plan
+    from specbench.run import sweep as sweep_mod
+
     console = Console()
     if dry_run:
         guard(lambda: plan.dry_run(cfg, console))
@@ -156,6 +160,10 @@ def report(
         typer.Option(help="a run of the same servers on another launch: the c* and T "
                           "intervals then carry how far each configuration moved between the two"),
     ] = None,
+    no_plots: Annotated[
+        bool, typer.Option("--no-plots", help="draw no figures: the report shows those already "
+                                              "in RUN_DIR/plots (specbench plot draws them)")
+    ] = False,
 ) -> None:
     """Print the summary tables and write RUN_DIR/report.md."""
     from specbench import analysis, configurations
@@ -169,7 +177,7 @@ def report(
     console = Console()
     sets = explained(run)  # the logs read once for both
     report_mod.render_terminal(run, console, sets=sets)
-    path = guard(lambda: report_mod.write_report(run, sets=sets))
+    path = guard(lambda: report_mod.write_report(run, sets=sets, draw=not no_plots))
     console.print(f"report: {path}")
 
 
