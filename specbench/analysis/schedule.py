@@ -182,13 +182,12 @@ def _slots(curves: dict[int, dict[int, float]], best: dict[int, int], levels: li
     return merged
 
 
-def _measured(run: Run, prompt_set: str, curves: dict[str, dict[int, float]],
-              requests: PairedRequests) -> Schedule:
-    """Efficiency of the tuned server and its ratio to SGLang's default, where measured (from
-    the same requests' durations where the points have them, as the one-server efficiency)."""
-    summary = run.summary
-    tuned = mean_by_level(summary, TUNED, prompt_set, "output_tok_s")
-    default = mean_by_level(summary, SGLANG_DEFAULT, prompt_set, "output_tok_s")
+def _measured(run: Run, prompt_set: str, tuned: dict[int, float],
+              curves: dict[str, dict[int, float]], requests: PairedRequests) -> Schedule:
+    """Efficiency of the tuned server (its tok/s by level) and its ratio to SGLang's default,
+    where measured (from the same requests' durations where the points have them, as the
+    one-server efficiency)."""
+    default = mean_by_level(run.summary, SGLANG_DEFAULT, prompt_set, "output_tok_s")
     paired = requests.versus(TUNED, prompt_set)
     relative = relative_to_best(tuned, curves, paired=paired)
     vs = relative_to_best(tuned, {SGLANG_DEFAULT: default}, paired=paired) if default else None
@@ -256,8 +255,8 @@ def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> Schedule | 
     a tuned server (its slots given with `--schedule`) was measured beside one K and zero-step:
     its efficiency is still read against them."""
     names = k_curves(run, prompt_set)
-    tuned_measured = bool(mean_by_level(run.summary, TUNED, prompt_set, "output_tok_s"))
-    if sum(k > 0 for k in names) < 2 and not (tuned_measured and names):
+    tuned = mean_by_level(run.summary, TUNED, prompt_set, "output_tok_s")
+    if sum(k > 0 for k in names) < 2 and not (tuned and names):
         return None
     summary = run.summary
     curves = {k: mean_by_level(summary, name, prompt_set, "output_tok_s")
@@ -283,6 +282,6 @@ def schedule(run: Run, prompt_set: str, requests: PairedRequests) -> Schedule | 
                                       for c, b in zip(levels, batch, strict=True)},
         "applied_slots": dict(applied) if applied else None,
         "steps_by_accept": _steps_by_accept(run, prompt_set, names, levels),
-        **_measured(run, prompt_set, {names[k]: curve for k, curve in window_curves.items()},
-                    requests),
+        **_measured(run, prompt_set, tuned,
+                    {names[k]: curve for k, curve in window_curves.items()}, requests),
     }
