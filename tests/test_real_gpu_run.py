@@ -101,6 +101,7 @@ def test_analysis_and_report_rerun_on_the_real_run(rerun: Path) -> None:
     assert 4 < c_star < 16 and low <= c_star <= high
     assert math.isfinite(low) and math.isfinite(high)
     assert (rerun / "report.html").stat().st_size > 0
+    assert any((rerun / "plots").glob("*.png"))  # a real run's figures draw too
 
 
 def test_thresholds_name_the_prompt_lengths_they_hold_for(rerun: Path) -> None:
