@@ -55,9 +55,9 @@ import numpy as np
 import pandas as pd
 
 from specbench.goodput import Slo, open_loop_columns, percentile_columns
-from specbench.load.prometheus import GEN_TOKENS
+from specbench.load.prometheus import GEN_TOKENS, MetricsSnapshot
 from specbench.load.protocols import ERROR_CLASSES
-from specbench.load.runner import MetricsSnapshot, PointResult, RequestRecord
+from specbench.load.records import PointResult, RequestRecord
 from specbench.stats import batch_means, bootstrap_rate_ci, slice_rates
 
 NAN = float("nan")

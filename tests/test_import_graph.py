@@ -175,3 +175,19 @@ def test_the_sweep_measures_and_the_plan_decides() -> None:
     # And the plan's way back: put an import of the plan into the sweep, and it is seen.
     graph = import_graph(extra={"specbench.run.sweep": "from specbench.run import planner\n"})
     assert "specbench.run.planner" in reachable(graph, "specbench.run.sweep")
+
+
+def test_reading_a_run_starts_without_matplotlib_or_the_http_client() -> None:
+    # Each `specbench report/threshold/regress/export` (and every sweep's own conclusion) is a
+    # new process: matplotlib costs most of a CPU-second to import and aiohttp a third of one,
+    # so only drawing imports the one and only measuring the other.
+    import subprocess
+    import sys
+
+    modules = ["specbench.cli.main", "specbench.report.document", "specbench.analysis",
+               "specbench.regress", "specbench.report.export", "specbench.metrics"]
+    probe = (f"import sys\nfor m in {modules!r}: __import__(m)\n"
+             "print(' '.join(m for m in ('matplotlib', 'aiohttp') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "", out.stdout

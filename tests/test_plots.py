@@ -52,7 +52,7 @@ def test_plot_run_writes_png_and_svg_for_every_figure(tmp_path: Path) -> None:
     paths = plots.plot_run(run)
     names = sorted(p.name for p in paths)
     # context: bucketed runs only; arrivals: open-loop runs only
-    drawn = [n for n in plots.FIGURE_NAMES if n not in ("context", "arrivals")]
+    drawn = [n for n in style.FIGURE_NAMES if n not in ("context", "arrivals")]
     expected = sorted(f"{n}.{ext}" for n in drawn for ext in ("png", "svg"))
     assert names == expected
     for path in paths:

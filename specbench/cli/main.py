@@ -94,7 +94,6 @@ def _conclude(run_dir: Path, console: Console) -> None:
     """Analysis, plots and report once every point is in."""
     from specbench import analysis, configurations, results
     from specbench.report import document as report_mod
-    from specbench.report import plots
     from specbench.report.why import explained
 
     run = results.load_run(run_dir)
@@ -102,6 +101,8 @@ def _conclude(run_dir: Path, console: Console) -> None:
         run.analysis = analysis.write_analysis(run)
     draw = not run.manifest.config.no_plots
     if draw:
+        from specbench.report import plots  # matplotlib: most of a second, only to draw
+
         try:
             plots.plot_run(run)
         except Exception as exc:  # a figure failing must not hide the measured numbers

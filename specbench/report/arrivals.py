@@ -11,9 +11,8 @@ highest TPOT percentile against the rate, the SLO line and the goodput crossing 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure as MplFigure
 from rich.console import Console
 from rich.table import Table
 
@@ -31,6 +30,10 @@ from specbench.report.style import (
 )
 from specbench.results import Run
 from specbench.results.analysis import Analysis, DynamicRate, PromptSetAnalysis
+
+if TYPE_CHECKING:  # drawn through style.panels, which imports matplotlib when it draws
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure as MplFigure
 
 FIGURE = "arrivals"
 CAPTION = ("Goodput (output tok/s without SLOs) and TPOT against the request rate, per "

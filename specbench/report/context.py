@@ -10,10 +10,8 @@ glance up to which concurrency drafting pays at each context length.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure as MplFigure
 from rich.console import Console
 from rich.table import Table
 
@@ -27,6 +25,9 @@ from specbench.results.analysis import (
     SurfaceBucket,
     SurfaceDecision,
 )
+
+if TYPE_CHECKING:  # imported by surface_figure, where it draws: the tables need no matplotlib
+    from matplotlib.figure import Figure as MplFigure
 
 HEADERS = ("bucket", "prompt p50", "prompt p90", "T", "c* vs 0-step", "95% interval",
            "c* vs base", "95% interval", "tax", "E dyn min")
@@ -169,6 +170,9 @@ def _crossing_x(decision: SurfaceDecision, levels: list[int]) -> float | None:
 
 def surface_figure(result: Analysis | None) -> MplFigure | None:
     """Heatmaps of both ratios per base set with the crossing line; None without buckets."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure as MplFigure
+
     surfaces = (result or {}).get("context_surface")
     if not surfaces:
         return None

@@ -36,9 +36,8 @@ from specbench.report import arrivals
 from specbench.report.blocks import Block, Bullets, Figure, Heading, Para, plain, table, to_markdown
 from specbench.report.context import c_star_cells, render_surface_terminal, surface_blocks
 from specbench.report.html import HTML_FILE, figure_markup, render_html
-from specbench.report.plots import FIGURE_NAMES, plot_run
 from specbench.report.provenance import measured_on
-from specbench.report.style import label, order, short_label, slots_text
+from specbench.report.style import FIGURE_NAMES, label, order, short_label, slots_text
 from specbench.report.tables import (
     acceptance_by_category,
     category_section,
@@ -542,6 +541,8 @@ def _figures_drawn(run: Run, result: Analysis | None,
     plot_error = None
     wanted = (arrivals.FIGURE,) if run.open_loop else ("throughput", "latency")
     if draw and not all((plots_dir / f"{name}.png").exists() for name in wanted):
+        from specbench.report.plots import plot_run  # matplotlib: only when drawing
+
         try:
             plot_run(run, result=result)
         except Exception as exc:  # a figure failing must not cost the user the report

@@ -48,9 +48,6 @@ from specbench.results.analysis import (
 )
 from specbench.results.store import atomic_write
 
-FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope",
-                                 "schedule", "context", "arrivals")
-
 
 def _steps(run: Run) -> int:
     return run.manifest.config.server.speculative_num_steps
@@ -403,7 +400,7 @@ def schedule_figure(run: Run, result: Analysis) -> Figure | None:
 
 
 def figures(run: Run, result: Analysis | None = None) -> dict[str, Figure]:
-    """All figures that the run's data allows, by name (see FIGURE_NAMES)."""
+    """All figures that the run's data allows, by name (see style.FIGURE_NAMES)."""
     if result is None:
         result = current_analysis(run)  # None for e.g. a baseline-only run: plot what exists
     if run.open_loop:

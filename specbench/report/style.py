@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import to_hex, to_rgb
-from matplotlib.figure import Figure
 
 from specbench import configurations
 from specbench.errors import ConfigError
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: it costs most of a
+    # second of CPU at start-up, and the report's tables and `threshold` draw nothing
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 # Colour-blind-safe (Okabe-Ito); the same colour for a configuration in every figure.
 MODE_COLORS: dict[str, str] = {
@@ -36,6 +37,10 @@ _UNDERLAY = {"lw": 4.0, "alpha": 0.5, "zorder": 2}
 _LINE = {"lw": 1.5, "zorder": 3}
 _PANEL_W, _PANEL_H = 5.2, 3.8
 _FALLBACK = ("#56B4E9", "#F0E442", "#882255", "#44AA99", "#999933", "#AA4499")
+
+# Every figure a run can have, in the report's order (RUN_DIR/plots/<name>.png).
+FIGURE_NAMES: tuple[str, ...] = ("throughput", "ratio", "acceptance", "latency", "envelope",
+                                 "schedule", "context", "arrivals")
 
 
 def _parsed(name: str) -> configurations.ServerConfiguration | None:
@@ -88,6 +93,8 @@ def short_label(name: str) -> str:
 
 def _shade(hex_color: str, amount: float) -> str:
     """Toward white for amount > 0, toward black for amount < 0."""
+    from matplotlib.colors import to_hex, to_rgb
+
     rgb = np.asarray(to_rgb(hex_color))
     target = np.ones(3) if amount > 0 else np.zeros(3)
     return to_hex(rgb + (target - rgb) * min(abs(amount), 0.8))
@@ -126,6 +133,9 @@ def slots_text(slots: Mapping[str, int]) -> str:
 
 
 def panels(n_rows: int, n_cols: int, title: str) -> tuple[Figure, np.ndarray]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     width_in = max(_PANEL_W * n_cols, 7.5)
     fig = Figure(figsize=(width_in, _PANEL_H * n_rows + 0.6), layout="constrained")
     FigureCanvasAgg(fig)

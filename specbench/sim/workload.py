@@ -111,7 +111,7 @@ _VOCAB: tuple[str, ...] = (
 )
 _TOKEN_POOL_SIZE = 1 << 16
 _rng = random.Random(20261129)
-_TOKEN_POOL: tuple[int, ...] = tuple(_rng.randrange(len(_VOCAB)) for _ in range(_TOKEN_POOL_SIZE))
+_TOKEN_POOL: tuple[int, ...] = tuple(_rng.choices(range(len(_VOCAB)), k=_TOKEN_POOL_SIZE))
 _TEXT_POOL: tuple[str, ...] = tuple(_VOCAB[i] for i in _TOKEN_POOL)
 # The same pieces already escaped for a JSON string, so streams need no json.dumps per chunk
 # (escaped once per word: every simulated server builds these pools at start-up).
