@@ -41,7 +41,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # crossing, flipping the dynamic server at a level between drafting and not; 24 sits
     # between grid levels, so every grid level is cleanly on one side of it. For the same
     # reason no straddle levels: at T-1, T, T+1 whether a step drafts depends on request timing,
-    # so the gate could not judge them, and they would cost a third more points.
+    # so the gate could not judge them, and they would add 12 points to its 46.
     "ci": {
         "concurrency": [8, 16, 32, 64, 128],
         "threshold": 24,

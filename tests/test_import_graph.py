@@ -10,6 +10,8 @@ it, except those the importer lives in (they are already running).
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "specbench"
@@ -181,9 +183,6 @@ def test_reading_a_run_starts_without_matplotlib_or_the_http_client() -> None:
     # Each `specbench report/threshold/regress/export` (and every sweep's own conclusion) is a
     # new process: matplotlib costs most of a CPU-second to import and aiohttp a third of one,
     # so only drawing imports the one and only measuring the other.
-    import subprocess
-    import sys
-
     modules = ["specbench.cli.main", "specbench.report.document", "specbench.analysis",
                "specbench.regress", "specbench.report.export", "specbench.metrics"]
     probe = (f"import sys\nfor m in {modules!r}: __import__(m)\n"
