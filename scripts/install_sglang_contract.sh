@@ -18,6 +18,9 @@
 #
 # Usage: scripts/install_sglang_contract.sh            (into `python`)
 #        PYTHON=/path/to/venv/bin/python scripts/install_sglang_contract.sh
+#        COMPILE=0 ...: no bytecode at install time, for a machine that writes it on first import
+#        (CI does): compiling all of torch and transformers costs more CPU (24 of 47 CPU-s here)
+#        than compiling the part the tests import.
 set -euo pipefail
 
 PYTHON="${PYTHON:-python}"
@@ -64,6 +67,8 @@ PACKAGES=(
 
 start_s=$(date +%s)
 pip_() { "$PYTHON" -m pip --disable-pip-version-check "$@"; }
+no_compile=()
+if [ "${COMPILE:-1}" = 0 ]; then no_compile=(--no-compile); fi
 
 report="$(mktemp)"
 trap 'rm -f "$report"' EXIT
@@ -86,9 +91,9 @@ if bad:
              + "; put the CPU torch 2.13.0 wheel where pip finds it (--find-links)")
 EOF
 
-pip_ install --quiet "${PACKAGES[@]}"
+pip_ install --quiet ${no_compile[@]+"${no_compile[@]}"} "${PACKAGES[@]}"
 # last and alone: --no-deps keeps its GPU dependency set (and pip's complaints about it) out
-pip_ install --quiet --no-deps "sglang==${SGLANG_VERSION}"
+pip_ install --quiet ${no_compile[@]+"${no_compile[@]}"} --no-deps "sglang==${SGLANG_VERSION}"
 
 "$PYTHON" - <<'EOF'
 import importlib.metadata as m

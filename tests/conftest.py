@@ -7,7 +7,9 @@ CI (.ci/run) runs the suite in two passes on its 2-core machine:
 
 side by side: the first in the background at idle priority, so that it gets only the CPU the
 timed second pass leaves (the contract tests run once SGLang's venv, installed in the
-background too, is ready). A test that fails in either pass runs once more, alone.
+background too, is ready; the default sweep's end-to-end test runs alone after the first
+pass, since it places a threshold from what it measures). A test that fails in either pass runs
+once more, alone.
 
 A test is `serial` when what it asserts depends on the wall clock: the simulator or a fake
 server runs in real time (``--sim-time-scale``) and the test checks throughput, latency, a
