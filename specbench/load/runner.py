@@ -111,9 +111,15 @@ class LoadError(UserError, ValueError):
     """A point that cannot be run as specified; the message names the cause and the fix."""
 
 
+def full_backoff_s(failures: int) -> float:
+    """The backoff before jitter after a user's `failures`-th failed request in a row."""
+    return min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2.0 ** min(failures - 1, 30))
+
+
 def failure_backoff_s(failures: int, rng: random.Random) -> float:
-    """The wait after a user's `failures`-th failed request in a row (see FAILURE_BACKOFF_S)."""
-    full = min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2.0 ** min(failures - 1, 30))
+    """The wait after a user's `failures`-th failed request in a row (see FAILURE_BACKOFF_S):
+    between half of the full backoff and all of it."""
+    full = full_backoff_s(failures)
     return full / 2 + rng.uniform(0.0, full / 2)
 
 

@@ -19,10 +19,9 @@ import pytest
 from specbench import results
 from specbench.engines.process import free_port
 from specbench.load.runner import (
-    FAILURE_BACKOFF_MAX_S,
-    FAILURE_BACKOFF_S,
     PointResult,
     failure_backoff_s,
+    full_backoff_s,
     run_point,
 )
 from tests.harness import assert_no_process_left, run_cli, sweep_cli
@@ -43,7 +42,7 @@ LIMIT_S = 60
 def test_the_backoff_doubles_to_its_cap_with_jitter() -> None:
     rng = random.Random(0)
     for failures in range(1, 40):
-        full = min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2 ** (failures - 1))
+        full = full_backoff_s(failures)
         waits = [failure_backoff_s(failures, rng) for _ in range(50)]
         assert all(full / 2 <= w <= full for w in waits)
         assert max(waits) - min(waits) > 0.2 * full  # users that failed together spread out
@@ -52,10 +51,11 @@ def test_the_backoff_doubles_to_its_cap_with_jitter() -> None:
 def test_users_back_off_in_the_runner() -> None:
     # Every request fails at once: without the backoff, thousands a second per user.
     opts = FakeOptions(fault=lambda i: "http500")
+    users = 4
 
     async def measure() -> tuple[PointResult, FakeSGLang]:
         async with FakeSGLang(opts) as srv:
-            spec = spec_for(srv.url, concurrency=4, warmup_s=0.1, window_s=1.5)
+            spec = spec_for(srv.url, concurrency=users, warmup_s=0.1, window_s=1.5)
             return await run_point(spec), srv
 
     result, srv = asyncio.run(measure())
@@ -63,7 +63,7 @@ def test_users_back_off_in_the_runner() -> None:
     # rate would not do: a point that a starved machine closes early holds only the first,
     # shortest waits).
     span_s = srv.arrival_t[-1] - srv.arrival_t[0]
-    most = 4 * _most_requests_per_user(span_s + ARRIVAL_SLACK_S)
+    most = users * _most_requests_per_user(span_s + ARRIVAL_SLACK_S)
     assert len(srv.arrival_t) <= most, f"{len(srv.arrival_t)} requests in {span_s:.2f} s"
     assert all(r.status == "error" for r in result.records)
 
@@ -71,10 +71,10 @@ def test_users_back_off_in_the_runner() -> None:
 def _most_requests_per_user(span_s: float) -> int:
     """Requests one failing user can send within span_s: the first, then one after each of the
     backoff's shortest waits (half the full wait, the jitter's least) that fit."""
-    requests, waited_s = 1, FAILURE_BACKOFF_S / 2
+    requests, waited_s = 1, full_backoff_s(1) / 2
     while waited_s <= span_s:
         requests += 1
-        waited_s += min(FAILURE_BACKOFF_MAX_S, FAILURE_BACKOFF_S * 2 ** (requests - 1)) / 2
+        waited_s += full_backoff_s(requests) / 2
     return requests
 
 
